@@ -1,0 +1,147 @@
+// seqto bench MODEL [--batch B] [--threads T] [--runs R] [--shape NAME=DIMS] [--json F]:
+// latency of a model on random inputs of its declared shape.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/common.h"
+#include "core/parallel.h"
+#include "core/stats.h"
+#include "onnxio/model_io.h"
+#include "runtime/session.h"
+
+namespace seqto::cli {
+
+namespace {
+
+Expected<Shape> ParseDims(const std::string& text, const std::string& what) {
+  Shape shape;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t x = text.find('x', pos);
+    const std::string item = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    try {
+      size_t used = 0;
+      const long long d = std::stoll(item, &used);
+      if (used != item.size() || d <= 0) throw std::invalid_argument(item);
+      shape.push_back(d);
+    } catch (...) {
+      return UserError(what + ": bad shape '" + text + "' (expected e.g. 1x3x224x224)");
+    }
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return shape;
+}
+
+// Builds a random tensor for a graph input: batch from --batch, other dynamic
+// dimensions from --shape.
+Expected<Tensor> RandomInput(const ir::ValueInfo& info, int batch, const std::map<std::string, Shape>& shapes,
+                             std::mt19937& rng) {
+  Shape shape;
+  if (auto it = shapes.find(info.name); it != shapes.end()) {
+    shape = it->second;
+  } else {
+    if (!info.shape) return UserError("input '" + info.name + "' has unknown rank: set it with --shape " + info.name + "=DIMS");
+    for (size_t d = 0; d < info.shape->size(); ++d) {
+      const ir::Dim& dim = (*info.shape)[d];
+      if (d == 0 && batch > 0) shape.push_back(batch);
+      else if (dim.known()) shape.push_back(dim.value);
+      else if (d == 0) shape.push_back(1);
+      else
+        return UserError("input '" + info.name + "' has dynamic dimension " + std::to_string(d) + " ('" + dim.param +
+                         "'): set it with --shape " + info.name + "=DIMS");
+    }
+  }
+  Tensor t(info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype, shape);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  if (t.dtype() == DType::kFloat32) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  } else if (t.dtype() == DType::kUInt8) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 0xff);
+  }  // other types: zeros (indices, masks)
+  return t;
+}
+
+int RunBench(const std::string& path, int batch, int threads, int runs, int warmup,
+             const std::vector<std::string>& shape_specs, const std::string& json_path) {
+  auto model = onnxio::LoadModel(path);
+  if (!model) return ReportError("bench", model.error());
+  std::map<std::string, Shape> shapes;
+  for (const auto& spec : shape_specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) return ReportError("bench", UserError("--shape '" + spec + "': expected NAME=DIMS"));
+    auto dims = ParseDims(spec.substr(eq + 1), "--shape " + spec.substr(0, eq));
+    if (!dims) return ReportError("bench", dims.error());
+    shapes[spec.substr(0, eq)] = *dims;
+  }
+  for (const auto& [name, s] : shapes) {
+    bool found = false;
+    for (const auto& in : model->graph.inputs) found |= in.name == name;
+    if (!found) return ReportError("bench", UserError("--shape: '" + name + "' is not an input of the model"));
+  }
+  std::mt19937 rng(42);
+  runtime::TensorMap inputs;
+  for (const auto& in : model->graph.inputs) {
+    auto t = RandomInput(in, batch, shapes, rng);
+    if (!t) return ReportError("bench", t.error());
+    inputs[in.name] = std::move(*t);
+  }
+  runtime::SessionOptions options;
+  options.threads = threads;
+  auto session = runtime::Session::Create(*model, options);
+  if (!session) return ReportError("bench", std::move(session).WithContext(path).error());
+  std::vector<double> times;
+  for (int i = 0; i < warmup + runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = (*session)->Run(inputs);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!out) return ReportError("bench", std::move(out).WithContext(path).error());
+    if (i >= warmup) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  const LatencyStats stats = Summarize(times);
+  const int used_threads = threads > 0 ? threads : NumThreads();
+  const int used_batch = inputs.empty() ? 0 : static_cast<int>(inputs.begin()->second.shape().empty() ? 1 : inputs.begin()->second.dim(0));
+  std::printf("model %s  runner engine  batch %d  threads %d  runs %d\n", path.c_str(), used_batch, used_threads, runs);
+  std::printf("latency ms: mean %.3f  p50 %.3f  p95 %.3f  min %.3f  max %.3f  stddev %.3f\n", stats.mean, stats.p50,
+              stats.p95, stats.min, stats.max, stats.stddev);
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["model"] = path;
+    j["runner"] = "engine";
+    j["batch"] = used_batch;
+    j["threads"] = used_threads;
+    j["runs"] = runs;
+    j["warmup"] = warmup;
+    j["latency_ms"] = {{"mean", stats.mean}, {"p50", stats.p50}, {"p95", stats.p95},
+                       {"min", stats.min},   {"max", stats.max}, {"stddev", stats.stddev}};
+    if (Status s = WriteTextFile(json_path, j.dump(2) + "\n"); !s.ok()) return ReportError("bench", s.error());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("bench", "Measure a model's latency on random inputs");
+  auto model = std::make_shared<std::string>();
+  auto batch = std::make_shared<int>(0);
+  auto threads = std::make_shared<int>(0);
+  auto runs = std::make_shared<int>(20);
+  auto warmup = std::make_shared<int>(3);
+  auto shapes = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<std::string>();
+  cmd->add_option("model", *model, "ONNX model file")->required();
+  cmd->add_option("--batch", *batch, "Batch size (first dimension of every input; default: the model's, or 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", *threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--runs", *runs, "Timed runs")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", *warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shape", *shapes, "NAME=1x3x224x224: shape of an input with dynamic dimensions");
+  cmd->add_option("--json", *json, "Also write the results as JSON to this file");
+  cmd->callback([=, &exit_code] { exit_code = RunBench(*model, *batch, *threads, *runs, *warmup, *shapes, *json); });
+}
+
+}  // namespace seqto::cli

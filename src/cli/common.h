@@ -1,0 +1,30 @@
+// Shared pieces of the subcommands: error reporting and exit codes.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace seqto::cli {
+
+// Exit codes (DESIGN.md section 6).
+constexpr int kExitOk = 0;
+constexpr int kExitUserError = 1;
+constexpr int kExitInternalError = 2;
+
+// Prints "seqto <cmd>: error: <message>" to stderr and returns the exit code.
+int ReportError(const std::string& command, const Error& error);
+// Writes text to a file atomically (temporary file + rename).
+Status WriteTextFile(const std::string& path, const std::string& text);
+
+// Each subcommand registers itself on the app and returns the exit code when run.
+void AddInfoCommand(CLI::App& app, int& exit_code);
+void AddRunCommand(CLI::App& app, int& exit_code);
+void AddBenchCommand(CLI::App& app, int& exit_code);
+void AddConformanceCommand(CLI::App& app, int& exit_code);
+
+}  // namespace seqto::cli

@@ -1,0 +1,28 @@
+// seqto: selective quantization tuner for ONNX models. Each subcommand lives in
+// its own file (cmd_<name>.cc) and registers itself here.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "cli/common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"seqto: find the best selectively quantized version of an ONNX model"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "seqto 0.1.0");
+  int exit_code = seqto::cli::kExitOk;
+  seqto::cli::AddInfoCommand(app, exit_code);
+  seqto::cli::AddRunCommand(app, exit_code);
+  seqto::cli::AddBenchCommand(app, exit_code);
+  seqto::cli::AddConformanceCommand(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : seqto::cli::kExitUserError;
+  } catch (const std::exception& e) {
+    std::cerr << "seqto: internal error: " << e.what() << "\n";
+    return seqto::cli::kExitInternalError;
+  }
+  return exit_code;
+}

@@ -1,0 +1,135 @@
+#include "core/npy.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace seqto {
+
+namespace {
+
+const char* NpyDescr(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "<f4";
+    case DType::kFloat64: return "<f8";
+    case DType::kFloat16: return "<f2";
+    case DType::kUInt8: return "|u1";
+    case DType::kInt8: return "|i1";
+    case DType::kUInt16: return "<u2";
+    case DType::kInt16: return "<i2";
+    case DType::kInt32: return "<i4";
+    case DType::kInt64: return "<i8";
+    case DType::kUInt32: return "<u4";
+    case DType::kUInt64: return "<u8";
+    case DType::kBool: return "|b1";
+    default: return nullptr;
+  }
+}
+
+DType DTypeFromDescr(const std::string& d) {
+  static const std::pair<const char*, DType> kTable[] = {
+      {"f4", DType::kFloat32}, {"f8", DType::kFloat64}, {"f2", DType::kFloat16}, {"u1", DType::kUInt8},
+      {"i1", DType::kInt8},    {"u2", DType::kUInt16},  {"i2", DType::kInt16},   {"i4", DType::kInt32},
+      {"i8", DType::kInt64},   {"u4", DType::kUInt32},  {"u8", DType::kUInt64},  {"b1", DType::kBool}};
+  if (d.size() != 3 || d[0] == '>') return DType::kUndefined;
+  for (const auto& [code, dtype] : kTable)
+    if (d.substr(1) == code) return dtype;
+  return DType::kUndefined;
+}
+
+// Value of `'key': value` in the header dict, as raw text.
+std::string HeaderField(const std::string& header, const std::string& key) {
+  const size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos) return "";
+  size_t v = header.find(':', k);
+  if (v == std::string::npos) return "";
+  ++v;
+  while (v < header.size() && header[v] == ' ') ++v;
+  if (v >= header.size()) return "";
+  if (header[v] == '(') return header.substr(v, header.find(')', v) - v + 1);
+  if (header[v] == '\'') return header.substr(v + 1, header.find('\'', v + 1) - v - 1);
+  const size_t end = header.find_first_of(",}", v);
+  return header.substr(v, end - v);
+}
+
+}  // namespace
+
+Expected<Tensor> ReadNpy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UserError(path + ": cannot open file");
+  char magic[8];
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    return UserError(path + ": not a .npy file (bad magic at byte 0)");
+  const int major = static_cast<unsigned char>(magic[6]);
+  uint32_t header_len = 0;
+  if (major == 1) {
+    unsigned char b[2];
+    if (!in.read(reinterpret_cast<char*>(b), 2)) return UserError(path + ": truncated header at byte 8");
+    header_len = b[0] | (b[1] << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4];
+    if (!in.read(reinterpret_cast<char*>(b), 4)) return UserError(path + ": truncated header at byte 8");
+    header_len = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+  } else {
+    return UserError(path + ": unsupported .npy version " + std::to_string(major));
+  }
+  if (header_len > (1u << 20)) return UserError(path + ": header too long");
+  std::string header(header_len, '\0');
+  if (!in.read(header.data(), header_len)) return UserError(path + ": truncated header");
+  const DType dtype = DTypeFromDescr(HeaderField(header, "descr"));
+  if (dtype == DType::kUndefined)
+    return UserError(path + ": unsupported dtype '" + HeaderField(header, "descr") + "'");
+  if (HeaderField(header, "fortran_order") != "False")
+    return UserError(path + ": Fortran-order arrays are not supported");
+  const std::string shape_text = HeaderField(header, "shape");
+  if (shape_text.empty() || shape_text[0] != '(') return UserError(path + ": missing shape in header");
+  Shape shape;
+  std::stringstream ss(shape_text.substr(1, shape_text.size() - 2));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
+    try {
+      const long long d = std::stoll(item);
+      if (d < 0) return UserError(path + ": negative dimension in shape");
+      shape.push_back(d);
+    } catch (...) {
+      return UserError(path + ": bad shape " + shape_text);
+    }
+  }
+  Tensor t(dtype, shape);
+  const std::streamoff offset = in.tellg();
+  if (t.nbytes() && !in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
+    return UserError(path + ": truncated data: expected " + std::to_string(t.nbytes()) + " bytes from byte " +
+                     std::to_string(offset) + " for " + t.Describe());
+  return t;
+}
+
+Status WriteNpy(const std::string& path, const Tensor& tensor) {
+  const char* descr = NpyDescr(tensor.dtype());
+  if (!descr) return UserError(path + ": cannot write " + DTypeName(tensor.dtype()) + " to .npy");
+  std::string shape = "(";
+  for (size_t i = 0; i < tensor.shape().size(); ++i) shape += std::to_string(tensor.shape()[i]) + ",";
+  if (tensor.shape().size() > 1) shape.pop_back();
+  shape += ")";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) return UserError(path + ": cannot write file");
+    out.write("\x93NUMPY\x01\x00", 8);
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    const char lb[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    out.write(lb, 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(static_cast<const char*>(tensor.raw()), static_cast<std::streamsize>(tensor.nbytes()));
+    if (!out) return UserError(path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return UserError(path + ": cannot rename temporary file");
+  return Status::Ok();
+}
+
+}  // namespace seqto

@@ -1,0 +1,83 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace seqto {
+
+Storage::Storage(size_t cap) : capacity(cap) {
+  const size_t rounded = ((cap + 63) / 64) * 64;
+  data = static_cast<std::byte*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
+  if (!data) throw std::bad_alloc();
+}
+
+Storage::~Storage() { std::free(data); }
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  storage_ = std::make_shared<Storage>(nbytes());
+  std::memset(storage_->data, 0, storage_->capacity);
+}
+
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Storage> storage)
+    : dtype_(dtype), shape_(std::move(shape)), storage_(std::move(storage)) {}
+
+template <>
+Tensor Tensor::FromVector<bool>(Shape shape, const std::vector<bool>& values) {
+  Tensor t(DType::kBool, std::move(shape));
+  bool* out = t.data<bool>();
+  for (size_t i = 0; i < values.size() && i < static_cast<size_t>(t.numel()); ++i) out[i] = values[i];
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+std::vector<double> Tensor::ToDoubles() const {
+  std::vector<double> out(static_cast<size_t>(numel()));
+  const int64_t n = numel();
+  switch (dtype_) {
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) out[i] = data<bool>()[i];
+      break;
+    case DType::kFloat16:
+      for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(data<uint16_t>()[i]);
+      break;
+    case DType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) out[i] = BFloat16ToFloat(data<uint16_t>()[i]);
+      break;
+    default:
+      VisitNumeric(dtype_, [&](auto tag) {
+        using T = decltype(tag);
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(data<T>()[i]);
+      });
+  }
+  return out;
+}
+
+std::vector<int64_t> Tensor::ToInt64s() const {
+  std::vector<int64_t> out(static_cast<size_t>(numel()));
+  const int64_t n = numel();
+  if (dtype_ == DType::kBool) {
+    for (int64_t i = 0; i < n; ++i) out[i] = data<bool>()[i];
+    return out;
+  }
+  VisitNumeric(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(data<T>()[i]);
+  });
+  return out;
+}
+
+std::string Tensor::Describe() const { return DTypeName(dtype_) + "[" + ShapeToString(shape_) + "]"; }
+
+}  // namespace seqto

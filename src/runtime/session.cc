@@ -1,0 +1,220 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/parallel.h"
+#include "ops/registry.h"
+
+namespace seqto::runtime {
+
+// Recycles storage between values whose lifetimes do not overlap. Output memory
+// comes from here; a value's storage returns when its last consumer has run and
+// nobody else (a hook, an alias) still holds it.
+class Session::BufferPool {
+ public:
+  std::shared_ptr<Storage> Acquire(size_t bytes) {
+    auto it = free_.lower_bound(bytes);
+    // Best fit, but don't hand a huge block to a tiny value.
+    if (it != free_.end() && it->first <= 2 * bytes + 4096) {
+      auto storage = std::move(it->second);
+      free_.erase(it);
+      return storage;
+    }
+    return std::make_shared<Storage>(bytes);
+  }
+  void Release(std::shared_ptr<Storage> storage) {
+    if (storage && storage.use_count() == 1) free_.emplace(storage->capacity, std::move(storage));
+  }
+
+ private:
+  std::multimap<size_t, std::shared_ptr<Storage>> free_;
+};
+
+struct Session::Step {
+  const ir::Node* node = nullptr;  // points into nodes_ (owned copy of the graph's nodes)
+  int64_t opset = 0;
+  std::unique_ptr<ops::Kernel> kernel;
+  std::vector<int> inputs;   // value ids, -1 for omitted
+  std::vector<int> outputs;  // value ids, -1 for omitted
+  std::vector<int> release;  // values whose last use is this step
+};
+
+class Session::Context final : public ops::KernelContext {
+ public:
+  Context(BufferPool* pool, std::vector<const Tensor*> inputs, const std::vector<int>& outputs) : pool_(pool) {
+    inputs_ = std::move(inputs);
+    outputs_.resize(outputs.size());
+    output_wanted_.resize(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) output_wanted_[i] = outputs[i] >= 0;
+  }
+  Tensor& Allocate(int i, DType dtype, Shape shape) override {
+    const size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+    auto storage = pool_ ? pool_->Acquire(bytes) : std::make_shared<Storage>(bytes);
+    outputs_[i] = Tensor(dtype, std::move(shape), std::move(storage));
+    return outputs_[i];
+  }
+  std::vector<Tensor>& outputs() { return outputs_; }
+
+ private:
+  BufferPool* pool_;
+};
+
+Session::~Session() = default;
+
+namespace {
+int64_t OpsetFor(const ir::Model& model, const std::string& domain) {
+  auto it = model.opsets.find(domain);
+  if (it != model.opsets.end()) return it->second;
+  return domain.empty() ? model.onnx_opset() : 1;
+}
+}  // namespace
+
+Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const SessionOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  s->options_ = options;
+  s->pool_ = std::make_unique<BufferPool>();
+  if (options.threads > 0) SetNumThreads(options.threads);
+  SEQTO_RETURN_IF_ERROR(model.graph.Verify());
+  SEQTO_RETURN_IF_ERROR(s->Plan(model));
+  return s;
+}
+
+Status Session::Plan(const ir::Model& model) {
+  const ir::Graph& g = model.graph;
+  nodes_ = g.nodes;
+  inputs_ = g.inputs;
+  outputs_ = g.outputs;
+  auto id_of = [&](const std::string& name) {
+    auto [it, inserted] = value_ids_.emplace(name, static_cast<int>(value_names_.size()));
+    if (inserted) {
+      value_names_.push_back(name);
+      constants_.emplace_back();
+    }
+    return it->second;
+  };
+  for (const auto& [name, t] : g.initializers) constants_[id_of(name)] = t;
+  for (const auto& in : g.inputs) input_ids_.push_back(id_of(in.name));
+
+  const auto& registry = ops::OpRegistry::Global();
+  for (const ir::Node& node : nodes_) {
+    Step step;
+    step.node = &node;
+    step.opset = OpsetFor(model, node.domain);
+    for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : id_of(in));
+    for (const auto& out : node.outputs) step.outputs.push_back(out.empty() ? -1 : id_of(out));
+    const std::string where = node.Describe() + ", opset " + std::to_string(step.opset);
+    const ops::OpDef* def = registry.Find(node.domain, node.op_type, step.opset);
+    if (!def) {
+      const std::string domain = node.domain.empty() ? "ai.onnx" : node.domain;
+      if (registry.Has(node.domain, node.op_type))
+        return UserError(where + ": op " + node.op_type + " is not supported at opset " + std::to_string(step.opset));
+      return UserError(where + ": unsupported op " + domain + "." + node.op_type);
+    }
+    ops::KernelInit init{node, step.opset, {}, options_.reference_only};
+    bool all_constant = true;
+    for (int id : step.inputs) {
+      const Tensor* c = id >= 0 && constants_[id].defined() ? &constants_[id] : nullptr;
+      init.constant_inputs.push_back(c);
+      if (id >= 0 && !c) all_constant = false;
+    }
+    auto kernel = def->create(init);
+    if (!kernel) return Status(kernel.error()).WithContext(where);
+    step.kernel = std::move(*kernel);
+
+    if (options_.fold_constants && all_constant) {
+      std::vector<const Tensor*> ins;
+      for (int id : step.inputs) ins.push_back(id >= 0 ? &constants_[id] : nullptr);
+      Context ctx(nullptr, std::move(ins), step.outputs);
+      if (Status st = step.kernel->Run(ctx); !st.ok()) return std::move(st).WithContext(where);
+      for (size_t i = 0; i < step.outputs.size(); ++i)
+        if (step.outputs[i] >= 0) constants_[step.outputs[i]] = std::move(ctx.outputs()[i]);
+      continue;
+    }
+    steps_.push_back(std::move(step));
+  }
+  for (const auto& out : g.outputs) output_ids_.push_back(id_of(out.name));
+
+  // Lifetimes: each value is released after the last step that reads it, unless it
+  // is a graph output or a constant.
+  std::vector<int> last_use(value_names_.size(), -1);
+  for (size_t s = 0; s < steps_.size(); ++s)
+    for (int id : steps_[s].inputs)
+      if (id >= 0) last_use[id] = static_cast<int>(s);
+  for (int id : output_ids_) last_use[id] = -1;
+  for (size_t id = 0; id < last_use.size(); ++id)
+    if (last_use[id] >= 0 && !constants_[id].defined()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
+  return Status::Ok();
+}
+
+Status Session::CheckInput(const ir::ValueInfo& info, const Tensor& t) const {
+  auto mismatch = [&] {
+    return UserError("input '" + info.name + "': expected " + info.Describe() + ", got " + t.Describe());
+  };
+  if (info.dtype != DType::kUndefined && info.dtype != t.dtype()) return mismatch();
+  if (!info.shape) return Status::Ok();
+  if (info.shape->size() != t.shape().size()) return mismatch();
+  for (size_t d = 1; d < t.shape().size(); ++d)  // dimension 0 is the free batch dimension
+    if ((*info.shape)[d].known() && (*info.shape)[d].value != t.shape()[d]) return mismatch();
+  return Status::Ok();
+}
+
+Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks) {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  if (options_.threads > 0) SetNumThreads(options_.threads);
+  std::vector<Tensor> values(value_names_.size());
+  for (size_t id = 0; id < constants_.size(); ++id)
+    if (constants_[id].defined()) values[id] = constants_[id];
+
+  for (const auto& [name, t] : inputs) {
+    auto it = value_ids_.find(name);
+    const bool is_input = it != value_ids_.end() &&
+                          std::find(input_ids_.begin(), input_ids_.end(), it->second) != input_ids_.end();
+    if (!is_input) {
+      std::string expected;
+      for (const auto& in : inputs_) expected += (expected.empty() ? "'" : ", '") + in.name + "'";
+      return UserError("'" + name + "' is not an input of the model (inputs: " + expected + ")");
+    }
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    auto it = inputs.find(inputs_[i].name);
+    if (it == inputs.end()) return UserError("input '" + inputs_[i].name + "' was not given a value");
+    SEQTO_RETURN_IF_ERROR(CheckInput(inputs_[i], it->second));
+    Tensor value = it->second;
+    if (hooks && hooks->override_value)
+      if (auto replaced = hooks->override_value(inputs_[i].name, value)) value = std::move(*replaced);
+    if (hooks && hooks->observe) hooks->observe(inputs_[i].name, value);
+    values[input_ids_[i]] = std::move(value);
+  }
+
+  std::vector<const Tensor*> ins;
+  for (Step& step : steps_) {
+    ins.clear();
+    for (int id : step.inputs) ins.push_back(id >= 0 && values[id].defined() ? &values[id] : nullptr);
+    Context ctx(pool_.get(), ins, step.outputs);
+    if (Status st = step.kernel->Run(ctx); !st.ok())
+      return std::move(st).WithContext(step.node->Describe() + ", opset " + std::to_string(step.opset));
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      const int id = step.outputs[i];
+      if (id < 0) continue;
+      Tensor& out = ctx.outputs()[i];
+      if (!out.defined())
+        return InternalError(step.node->Describe() + ": kernel did not produce output " + std::to_string(i));
+      if (hooks && hooks->override_value)
+        if (auto replaced = hooks->override_value(value_names_[id], out)) out = std::move(*replaced);
+      if (hooks && hooks->observe) hooks->observe(value_names_[id], out);
+      values[id] = std::move(out);
+    }
+    for (int id : step.release) {
+      auto storage = values[id].storage();
+      values[id] = Tensor();
+      pool_->Release(std::move(storage));
+    }
+  }
+
+  TensorMap result;
+  for (size_t i = 0; i < outputs_.size(); ++i) result[outputs_[i].name] = values[output_ids_[i]];
+  return result;
+}
+
+}  // namespace seqto::runtime
