@@ -5,6 +5,7 @@
 
 #include "core/parallel.h"
 #include "ops/registry.h"
+#include "rewrite/passes.h"
 
 namespace seqto::runtime {
 
@@ -76,7 +77,15 @@ Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const
   s->pool_ = std::make_unique<BufferPool>();
   if (options.threads > 0) SetNumThreads(options.threads);
   SEQTO_RETURN_IF_ERROR(model.graph.Verify());
-  SEQTO_RETURN_IF_ERROR(s->Plan(model));
+  if (options.optimize) {
+    ir::Model optimized = model;
+    rewrite::OptimizeOptions opt;
+    opt.keep_values = options.keep_values;
+    SEQTO_RETURN_IF_ERROR(rewrite::Optimize(optimized.graph, opt));
+    SEQTO_RETURN_IF_ERROR(s->Plan(optimized));
+  } else {
+    SEQTO_RETURN_IF_ERROR(s->Plan(model));
+  }
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct SessionOptions {
   int threads = 0;              // 0: all cores
   bool reference_only = false;  // only the simple reference kernels
   bool fold_constants = true;   // run nodes whose inputs are all constant once, at creation
+  // Graph optimizations for inference (BatchNormalization folding, fusion). They may
+  // remove intermediate values; list the ones hooks must see in keep_values.
+  bool optimize = true;
+  std::set<std::string> keep_values;
 };
 
 // Hooks called while a model runs; both are optional.
