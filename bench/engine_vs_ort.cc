@@ -1,0 +1,187 @@
+// engine_vs_ort: latency of seqto's engine against ONNX Runtime on the benchmark CNNs.
+//
+//   engine_vs_ort [--runs R] [--warmup W] [--models-dir DIR] [--models a,b] [--quick] [--json F]
+//
+// For each model (resnet50, mobilenetv2), batch (1, 16) and thread count (1, 2): the
+// median latency of seqto (in-process runtime::Session) and of ONNX Runtime (timed
+// inside its Node.js process by tools/ort/ort_run.js, so process start-up and model
+// loading do not count), each after W untimed warm-up runs, on the same random input.
+// Prints a table: model, batch, threads, seqto ms, ort ms, seqto/ort.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/stats.h"
+#include "onnxio/model_io.h"
+#include "runtime/session.h"
+#include "support/ort_oracle.h"
+
+namespace {
+
+using namespace seqto;
+namespace fs = std::filesystem;
+
+struct Row {
+  std::string model;
+  int batch = 0, threads = 0;
+  double seqto_ms = -1, ort_ms = -1;  // median; -1: not measured
+  std::string note;
+};
+
+Expected<LatencyStats> TimeSeqto(const ir::Model& model, const Tensor& input, int threads, int runs, int warmup) {
+  runtime::SessionOptions options;
+  options.threads = threads;
+  SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, options));
+  const runtime::TensorMap inputs = {{model.graph.inputs.at(0).name, input}};
+  std::vector<double> times;
+  for (int i = 0; i < warmup + runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = session->Run(inputs);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!out) return out.error();
+    if (i >= warmup) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return Summarize(times);
+}
+
+std::string Fmt(double ms) {
+  if (ms < 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", ms);
+  return buf;
+}
+
+void PrintRow(const Row& r) {
+  const std::string ratio = r.seqto_ms > 0 && r.ort_ms > 0 ? [&] {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", r.seqto_ms / r.ort_ms);
+    return std::string(buf);
+  }()
+                                                            : "n/a";
+  std::printf("%-12s %6d %8d %12s %12s %10s%s%s\n", r.model.c_str(), r.batch, r.threads, Fmt(r.seqto_ms).c_str(),
+              Fmt(r.ort_ms).c_str(), ratio.c_str(), r.note.empty() ? "" : "   ", r.note.c_str());
+  std::fflush(stdout);
+}
+
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Latency of seqto's engine against ONNX Runtime on the benchmark CNNs (median of R runs)"};
+  int runs = 10, warmup = 2;
+  std::string models_dir = SEQTO_BENCH_MODELS_DIR, models = "resnet50,mobilenetv2", json_path;
+  bool quick = false;
+  app.add_option("--runs", runs, "Timed runs per measurement (default 10; 3 with --quick)")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "Untimed runs before timing (default 2; 1 with --quick)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--models-dir", models_dir, "Folder with the benchmark models (make_bench_models.py output)");
+  app.add_option("--models", models, "Comma-separated model names (files <name>.onnx in --models-dir)");
+  app.add_flag("--quick", quick, "Batch 1 only, 3 runs, 1 warm-up (a smoke run)");
+  app.add_option("--json", json_path, "Also write the rows as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    if (app.count("--runs") == 0) runs = 3;
+    if (app.count("--warmup") == 0) warmup = 1;
+  }
+  const std::vector<int> batches = quick ? std::vector<int>{1} : std::vector<int>{1, 16};
+  const std::vector<int> thread_counts = {1, 2};
+
+  if (Status s = testing::OrtAvailable(); !s.ok()) {
+    std::fprintf(stderr, "engine_vs_ort: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("seqto engine vs ONNX Runtime: median latency of %d runs after %d warm-up%s\n", runs, warmup,
+              warmup == 1 ? "" : "s");
+  std::printf("%-12s %6s %8s %12s %12s %10s\n", "model", "batch", "threads", "seqto ms", "ort ms", "seqto/ort");
+  std::fflush(stdout);
+
+  std::vector<Row> rows;
+  bool failed = false;
+  for (const std::string& name : Split(models)) {
+    const std::string path = (fs::path(models_dir) / (name + ".onnx")).string();
+    auto model = onnxio::LoadModel(path);
+    if (!model) {
+      std::fprintf(stderr, "engine_vs_ort: %s\n", model.error().message.c_str());
+      return 1;
+    }
+    if (model->graph.inputs.size() != 1) {
+      std::fprintf(stderr, "engine_vs_ort: %s: expected one input, found %zu\n", path.c_str(),
+                   model->graph.inputs.size());
+      return 1;
+    }
+    const ir::ValueInfo& in = model->graph.inputs[0];
+    for (int batch : batches) {
+      Shape shape = {batch};
+      for (size_t d = 1; in.shape && d < in.shape->size(); ++d) shape.push_back((*in.shape)[d].value);
+      if (!in.shape || std::any_of(shape.begin(), shape.end(), [](int64_t v) { return v < 0; })) {
+        std::fprintf(stderr, "engine_vs_ort: %s: input '%s' needs known dimensions after the batch (%s)\n",
+                     path.c_str(), in.name.c_str(), in.Describe().c_str());
+        return 1;
+      }
+      Tensor input(DType::kFloat32, shape);
+      std::mt19937 rng(42);
+      std::uniform_real_distribution<float> dist(-1.f, 1.f);
+      for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = dist(rng);
+      for (int threads : thread_counts) {
+        Row row;
+        row.model = name;
+        row.batch = batch;
+        row.threads = threads;
+        auto ours = TimeSeqto(*model, input, threads, runs, warmup);
+        if (ours) row.seqto_ms = ours->p50;
+        else {
+          row.note = "seqto: " + ours.error().message;
+          failed = true;
+        }
+        testing::OrtOptions ort_options;
+        ort_options.threads = threads;
+        auto ort = testing::OrtBenchmark(path, {{in.name, input}}, runs, warmup, ort_options);
+        if (ort) row.ort_ms = ort->p50;
+        else {
+          row.note += (row.note.empty() ? "" : "; ") + ort.error().message;
+          failed = true;
+        }
+        PrintRow(row);
+        rows.push_back(row);
+      }
+    }
+  }
+
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["runs"] = runs;
+    j["warmup"] = warmup;
+    j["rows"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json o = {{"model", r.model}, {"batch", r.batch}, {"threads", r.threads}};
+      o["seqto_ms"] = r.seqto_ms < 0 ? nlohmann::json() : nlohmann::json(r.seqto_ms);
+      o["ort_ms"] = r.ort_ms < 0 ? nlohmann::json() : nlohmann::json(r.ort_ms);
+      o["ratio"] = r.seqto_ms > 0 && r.ort_ms > 0 ? nlohmann::json(r.seqto_ms / r.ort_ms) : nlohmann::json();
+      if (!r.note.empty()) o["error"] = r.note;
+      j["rows"].push_back(o);
+    }
+    std::FILE* f = std::fopen(json_path.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "engine_vs_ort: %s: cannot write file\n", json_path.c_str());
+      return 1;
+    }
+    std::fputs((j.dump(2) + "\n").c_str(), f);
+    std::fclose(f);
+  }
+  return failed ? 1 : 0;
+}
