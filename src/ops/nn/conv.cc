@@ -1,0 +1,284 @@
+// Conv: Y = conv(X, W) + B over 1 to 3 spatial dims, with groups (depthwise
+// included), strides, dilations, explicit pads or auto_pad.
+//   X: N x C x D1..Dk, W: M x C/group x K1..Kk, B: M (optional), Y: N x M x O1..Ok.
+// Reference: direct loops with double accumulation (float32, float64).
+// Fast (float32): a oneDNN convolution built once per input shape; a constant W is
+// reordered once, at kernel creation, into the layout the primitive prefers.
+#include <algorithm>
+#include <unordered_map>
+
+#include "ops/nn/dnnl_util.h"
+#include "ops/registry.h"
+#include "ops/util.h"
+
+namespace seqto::ops {
+
+namespace {
+
+namespace du = dnnl_util;
+using dnnl::memory;
+
+// Conv resolved for one pair of X and W shapes.
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  std::vector<du::WindowDim> dims;  // one per spatial dim
+  Shape y_shape;
+};
+
+Expected<ConvGeometry> ResolveConv(const du::WindowAttrs& attrs, int64_t group, const Shape& x, const Shape& w) {
+  if (x.size() < 3 || x.size() > 5)
+    return InputError(0, "X has shape " + ShapeToString(x) + ", expected rank 3 to 5 (N x C x 1-3 spatial dims)");
+  if (w.size() != x.size())
+    return InputError(1, "W has shape " + ShapeToString(w) + ", expected rank " + std::to_string(x.size()) +
+                             " (the rank of X)");
+  ConvGeometry g;
+  g.batch = x[0];
+  g.in_channels = x[1];
+  g.out_channels = w[0];
+  g.group = group;
+  if (w[1] * group != x[1])
+    return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 1 = C / group = " +
+                             std::to_string(x[1]) + " / " + std::to_string(group));
+  if (w[0] % group != 0)
+    return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 0 divisible by group " +
+                             std::to_string(group));
+  const std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  if (!attrs.kernel_shape.empty() && attrs.kernel_shape != kernel)
+    return UserError("attribute 'kernel_shape' does not match W's shape " + ShapeToString(w));
+  SEQTO_ASSIGN_OR_RETURN(g.dims, du::ResolveWindow(attrs, Shape(x.begin() + 2, x.end()), kernel));
+  g.y_shape = {g.batch, g.out_channels};
+  for (const auto& d : g.dims) g.y_shape.push_back(d.out);
+  return g;
+}
+
+// The reference: one output element at a time, accumulated in double.
+template <typename T>
+void ConvReference(const ConvGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  const auto d = du::To3d(g.dims);
+  const int64_t in_vol = d[0].in * d[1].in * d[2].in;
+  const int64_t out_vol = d[0].out * d[1].out * d[2].out;
+  const int64_t k_vol = d[0].kernel * d[1].kernel * d[2].kernel;
+  const int64_t cin_g = g.in_channels / g.group, cout_g = g.out_channels / g.group;
+  ParallelFor(g.batch * g.out_channels, out_vol * cin_g * k_vol, [&](int64_t begin, int64_t end) {
+    for (int64_t nm = begin; nm < end; ++nm) {
+      const int64_t n = nm / g.out_channels, m = nm % g.out_channels, grp = m / cout_g;
+      const T* wm = w + m * cin_g * k_vol;
+      const T* xg = x + (n * g.in_channels + grp * cin_g) * in_vol;
+      T* ym = y + nm * out_vol;
+      for (int64_t o0 = 0; o0 < d[0].out; ++o0)
+        for (int64_t o1 = 0; o1 < d[1].out; ++o1)
+          for (int64_t o2 = 0; o2 < d[2].out; ++o2) {
+            double acc = b ? static_cast<double>(b[m]) : 0.0;
+            for (int64_t c = 0; c < cin_g; ++c)
+              for (int64_t k0 = 0; k0 < d[0].kernel; ++k0) {
+                const int64_t i0 = o0 * d[0].stride - d[0].pad_begin + k0 * d[0].dilation;
+                if (i0 < 0 || i0 >= d[0].in) continue;
+                for (int64_t k1 = 0; k1 < d[1].kernel; ++k1) {
+                  const int64_t i1 = o1 * d[1].stride - d[1].pad_begin + k1 * d[1].dilation;
+                  if (i1 < 0 || i1 >= d[1].in) continue;
+                  for (int64_t k2 = 0; k2 < d[2].kernel; ++k2) {
+                    const int64_t i2 = o2 * d[2].stride - d[2].pad_begin + k2 * d[2].dilation;
+                    if (i2 < 0 || i2 >= d[2].in) continue;
+                    acc += static_cast<double>(xg[c * in_vol + (i0 * d[1].in + i1) * d[2].in + i2]) *
+                           static_cast<double>(wm[c * k_vol + (k0 * d[1].kernel + k1) * d[2].kernel + k2]);
+                  }
+                }
+              }
+            ym[(o0 * d[1].out + o1) * d[2].out + o2] = static_cast<T>(acc);
+          }
+    }
+  });
+}
+
+// Everything needed to run one input shape through oneDNN.
+struct ConvPlan {
+  dnnl::convolution_forward prim;
+  memory::desc user_src, user_dst, user_wei;  // our plain layouts
+  memory::desc src_md, dst_md, wei_md;        // the primitive's layouts
+  bool reorder_src = false, reorder_dst = false, reorder_wei = false;
+  dnnl::reorder src_reorder, dst_reorder, wei_reorder;
+  memory packed_weights;  // constant W in wei_md (empty when W is not constant)
+  bool has_bias = false;
+};
+
+class ConvKernel final : public Kernel {
+ public:
+  ConvKernel(du::WindowAttrs attrs, int64_t group, bool reference_only)
+      : attrs_(std::move(attrs)), group_(group), reference_only_(reference_only) {}
+
+  // Prepacks a constant W (and checks it) at creation, for a nominal input shape.
+  Status Prepare(const Tensor* w, bool with_bias) {
+    if (!w) return Status::Ok();
+    const_w_ = *w;
+    if (w->rank() < 3 || w->rank() > 5)
+      return InputError(1, "W has shape " + ShapeToString(w->shape()) + ", expected rank 3 to 5");
+    if (w->dim(0) % group_ != 0)
+      return InputError(1, "W has shape " + ShapeToString(w->shape()) + ", expected dim 0 divisible by group " +
+                               std::to_string(group_));
+    if (reference_only_ || w->dtype() != DType::kFloat32) return Status::Ok();
+    // A nominal input: batch 1, the channels W implies, spatial extents that fit
+    // the window. The layout oneDNN prefers for W rarely depends on them; a plan
+    // for another shape that wants another layout repacks W once for itself.
+    Shape x{1, w->dim(1) * group_};
+    for (int64_t i = 2; i < w->rank(); ++i) {
+      const int64_t dil = attrs_.dilations.size() == static_cast<size_t>(w->rank() - 2) ? attrs_.dilations[i - 2] : 1;
+      x.push_back(std::max<int64_t>(28, (w->dim(i) - 1) * dil + 1));
+    }
+    auto g = ResolveConv(attrs_, group_, x, w->shape());
+    if (!g) return Status::Ok();  // reported when the node runs
+    MakePlan(*g, x, w->shape(), with_bias);  // packs W into packed_w_
+    return Status::Ok();
+  }
+
+  Status Run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64)
+      return DTypeError(0, x.dtype(), "float32, float64");
+    if (w.dtype() != x.dtype()) return InputError(1, "W has type " + DTypeName(w.dtype()) + ", expected X's type " + DTypeName(x.dtype()));
+    SEQTO_ASSIGN_OR_RETURN(ConvGeometry g, ResolveConv(attrs_, group_, x.shape(), w.shape()));
+    if (b) {
+      if (b->dtype() != x.dtype()) return InputError(2, "B has type " + DTypeName(b->dtype()) + ", expected X's type");
+      if (b->rank() != 1 || b->dim(0) != g.out_channels)
+        return InputError(2, "B has shape " + ShapeToString(b->shape()) + ", expected " +
+                                 std::to_string(g.out_channels) + " (the output channels)");
+    }
+    Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
+    if (y.numel() == 0) return Status::Ok();
+    if (x.dtype() == DType::kFloat64) {
+      ConvReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, y.data<double>());
+      return Status::Ok();
+    }
+    if (!reference_only_ && g.in_channels > 0) {
+      auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
+                             [&] { return MakePlan(g, x.shape(), w.shape(), b != nullptr); });
+      if (plan) return Execute(*plan, x, w, b, y);
+    }
+    ConvReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+    return Status::Ok();
+  }
+
+ private:
+  // Builds the oneDNN primitive for one shape; null when oneDNN cannot do it.
+  std::shared_ptr<ConvPlan> MakePlan(const ConvGeometry& g, const Shape& x, const Shape& w, bool with_bias) {
+    try {
+      auto plan = std::make_shared<ConvPlan>();
+      plan->has_bias = with_bias;
+      Shape wei_dims = w;
+      if (g.group > 1) {
+        wei_dims = {g.group, w[0] / g.group};
+        wei_dims.insert(wei_dims.end(), w.begin() + 1, w.end());
+      }
+      memory::dims strides, dilations, pad_l, pad_r;
+      // A pointwise conv (1x1, stride 1, no pads, one group) is a plain GEMM on NCHW:
+      // as fast as oneDNN's blocked kernels, without their reorders, once the GEMM
+      // is wide enough (measured: 56x56 and 28x28 win, 14x14 ties, 7x7 loses).
+      bool pointwise = g.group == 1;
+      for (const auto& d : g.dims) {
+        strides.push_back(d.stride);
+        dilations.push_back(d.dilation - 1);  // oneDNN counts the gaps
+        pad_l.push_back(d.pad_begin);
+        pad_r.push_back(d.pad_end);
+        pointwise = pointwise && d.kernel == 1 && d.stride == 1 && d.pad_begin == 0 && d.pad_end == 0;
+      }
+      plan->user_src = du::PlainDesc(x);
+      plan->user_dst = du::PlainDesc(g.y_shape);
+      plan->user_wei = du::PlainDesc(wei_dims);
+      const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
+      auto make_pd = [&](du::Layout layout) {
+        const memory::desc src = du::ActivationDesc(x, layout);
+        const memory::desc dst = du::ActivationDesc(g.y_shape, layout);
+        const memory::desc wei = du::AnyDesc(wei_dims);
+        auto desc = with_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                dnnl::algorithm::convolution_direct, src, wei,
+                                                                bias_md, dst, strides, dilations, pad_l, pad_r)
+                              : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                dnnl::algorithm::convolution_direct, src, wei, dst,
+                                                                strides, dilations, pad_l, pad_r);
+        return dnnl::convolution_forward::primitive_desc(desc, du::Engine());
+      };
+      dnnl::convolution_forward::primitive_desc pd;
+      int64_t positions = 1;
+      for (const auto& d : g.dims) positions *= d.out;
+      const auto layouts = du::ConvLayouts(pointwise && positions >= 400, g.in_channels, g.out_channels);
+      bool ok = false;
+      for (size_t i = 0; i < layouts.size() && !ok; ++i) {
+        ok = du::TryMakePd(pd, [&] { return make_pd(layouts[i]); });
+        // A slow generic kernel is acceptable only as the last resort (or, for a
+        // pointwise conv on NCHW, where "im2col + GEMM" is just the GEMM).
+        const bool expected_gemm = pointwise && layouts[i] == du::Layout::kPlain;
+        if (ok && i + 1 < layouts.size() && !expected_gemm && du::IsSlowConvImpl(du::ImplName(pd))) ok = false;
+      }
+      if (!ok) return nullptr;
+      plan->prim = dnnl::convolution_forward(pd);
+      plan->src_md = pd.src_desc();
+      plan->dst_md = pd.dst_desc();
+      plan->wei_md = pd.weights_desc();
+      plan->reorder_src = plan->src_md != plan->user_src;
+      plan->reorder_dst = plan->dst_md != plan->user_dst;
+      plan->reorder_wei = plan->wei_md != plan->user_wei;
+      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
+      if (const_w_.defined()) {
+        plan->packed_weights = du::PackWeights(plan->user_wei, const_w_.raw(), plan->wei_md, packed_w_);
+      } else if (plan->reorder_wei) {
+        plan->wei_reorder = dnnl::reorder({du::Engine(), plan->user_wei, du::Engine(), plan->wei_md});
+      }
+      return plan;
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+  }
+
+  Status Execute(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+    return du::Guard("Conv", [&] {
+      dnnl::stream& s = du::Stream();
+      memory src = du::Wrap(plan.user_src, x.raw());
+      memory dst = du::Wrap(plan.user_dst, y.raw());
+      memory prim_src = src, prim_dst = dst;
+      if (plan.reorder_src) {
+        prim_src = memory(plan.src_md, du::Engine(), du::Scratch(0, plan.src_md.get_size()));
+        plan.src_reorder.execute(s, src, prim_src);
+      }
+      if (plan.reorder_dst) prim_dst = memory(plan.dst_md, du::Engine(), du::Scratch(1, plan.dst_md.get_size()));
+      memory wei;
+      if (plan.packed_weights.get(true)) {
+        wei = plan.packed_weights;
+      } else if (plan.reorder_wei) {
+        wei = memory(plan.wei_md, du::Engine(), du::Scratch(2, plan.wei_md.get_size()));
+        memory user_wei = du::Wrap(plan.user_wei, w.raw());
+        plan.wei_reorder.execute(s, user_wei, wei);
+      } else {
+        wei = du::Wrap(plan.user_wei, w.raw());
+      }
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, prim_src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, prim_dst}};
+      if (plan.has_bias) args.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
+      plan.prim.execute(s, args);
+      if (plan.reorder_dst) plan.dst_reorder.execute(s, prim_dst, dst);
+      s.wait();
+    });
+  }
+
+  du::WindowAttrs attrs_;
+  int64_t group_;
+  bool reference_only_;
+  Tensor const_w_;            // constant W (undefined when W is not constant)
+  memory packed_w_;           // const_w_ as the latest plan wants it (packed at creation)
+  du::ShapeCache<ConvPlan> plans_;
+};
+
+}  // namespace
+
+void RegisterConv(OpRegistry& r) {
+  r.Register({"Conv", "", 1, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
+                SEQTO_ASSIGN_OR_RETURN(du::WindowAttrs attrs, du::ParseWindowAttrs(init.node, false));
+                SEQTO_ASSIGN_OR_RETURN(int64_t group, init.node.attr_int("group", 1));
+                if (group < 1) return UserError("attribute 'group' is " + std::to_string(group) + ", expected >= 1");
+                auto kernel = std::make_unique<ConvKernel>(std::move(attrs), group, init.reference_only);
+                SEQTO_RETURN_IF_ERROR(kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
+                return std::unique_ptr<Kernel>(std::move(kernel));
+              }});
+}
+
+}  // namespace seqto::ops

@@ -1,0 +1,339 @@
+// ConvTranspose: the gradient of Conv with respect to its input, over 1 to 3
+// spatial dims, with groups, strides, dilations, pads, output_padding,
+// output_shape and auto_pad.
+//   X: N x C x D1..Dk, W: C x M/group x K1..Kk, B: M (optional), Y: N x M x O1..Ok,
+//   every X[n, c, i] adds X * W[c, m, k] to Y[n, m, i * stride + k * dilation - pad_begin].
+// With output_shape (or SAME_*) the pads are derived from the total padding as
+// the ONNX spec and its test data say: SAME_UPPER puts the odd unit at the end,
+// SAME_LOWER and NOTSET at the beginning. (ONNX Runtime splits the other way.)
+// Reference: scatter loops into a double accumulator (float32, float64).
+// Fast (float32): a oneDNN deconvolution per input shape, constant W prepacked once.
+#include <algorithm>
+#include <unordered_map>
+
+#include "ops/nn/dnnl_util.h"
+#include "ops/registry.h"
+#include "ops/util.h"
+
+namespace seqto::ops {
+
+namespace {
+
+namespace du = dnnl_util;
+using dnnl::memory;
+
+struct ConvTransposeAttrs {
+  du::WindowAttrs window;
+  int64_t group = 1;
+  std::vector<int64_t> output_padding, output_shape;
+};
+
+struct ConvTransposeGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  std::vector<du::WindowDim> dims;  // `in`/`out` are X's and Y's extents
+  Shape y_shape;
+};
+
+Expected<ConvTransposeGeometry> ResolveConvTranspose(const ConvTransposeAttrs& a, const Shape& x, const Shape& w) {
+  if (x.size() < 3 || x.size() > 5)
+    return InputError(0, "X has shape " + ShapeToString(x) + ", expected rank 3 to 5 (N x C x 1-3 spatial dims)");
+  if (w.size() != x.size())
+    return InputError(1, "W has shape " + ShapeToString(w) + ", expected rank " + std::to_string(x.size()) +
+                             " (the rank of X)");
+  if (w[0] != x[1])
+    return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 0 = C = " + std::to_string(x[1]));
+  if (x[1] % a.group != 0)
+    return InputError(0, "X has " + std::to_string(x[1]) + " channels, not divisible by group " +
+                             std::to_string(a.group));
+  const size_t n = x.size() - 2;
+  ConvTransposeGeometry g;
+  g.batch = x[0];
+  g.in_channels = x[1];
+  g.out_channels = w[1] * a.group;
+  g.group = a.group;
+  const std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  const auto& wa = a.window;
+  if (!wa.kernel_shape.empty() && wa.kernel_shape != kernel)
+    return UserError("attribute 'kernel_shape' does not match W's shape " + ShapeToString(w));
+  auto check = [&](const std::vector<int64_t>& v, size_t expected, const char* name) -> Status {
+    if (!v.empty() && v.size() != expected)
+      return UserError("attribute '" + std::string(name) + "' has " + std::to_string(v.size()) + " values, expected " +
+                       std::to_string(expected));
+    return Status::Ok();
+  };
+  SEQTO_RETURN_IF_ERROR(check(wa.strides, n, "strides"));
+  SEQTO_RETURN_IF_ERROR(check(wa.dilations, n, "dilations"));
+  SEQTO_RETURN_IF_ERROR(check(wa.pads, 2 * n, "pads"));
+  SEQTO_RETURN_IF_ERROR(check(a.output_padding, n, "output_padding"));
+  // output_shape may list the spatial dims only, or all dims.
+  std::vector<int64_t> out_shape = a.output_shape;
+  if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  SEQTO_RETURN_IF_ERROR(check(out_shape, n, "output_shape"));
+  g.dims.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    du::WindowDim& d = g.dims[i];
+    d.in = x[i + 2];
+    d.kernel = kernel[i];
+    d.stride = wa.strides.empty() ? 1 : wa.strides[i];
+    d.dilation = wa.dilations.empty() ? 1 : wa.dilations[i];
+    const int64_t adj = a.output_padding.empty() ? 0 : a.output_padding[i];
+    const int64_t full = (d.in - 1) * d.stride + adj + d.extent();  // Y's extent without padding
+    const bool same = wa.auto_pad == "SAME_UPPER" || wa.auto_pad == "SAME_LOWER";
+    if (!out_shape.empty() || same) {
+      d.out = !out_shape.empty() ? out_shape[i] : d.in * d.stride;
+      const int64_t total = std::max<int64_t>(0, full - d.out);
+      d.pad_begin = wa.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else {
+      if (wa.auto_pad == "NOTSET" && !wa.pads.empty()) {
+        d.pad_begin = wa.pads[i];
+        d.pad_end = wa.pads[i + n];
+      }
+      d.out = full - d.pad_begin - d.pad_end;
+    }
+    // pad_end as oneDNN sees it: what makes its output extent equal d.out (it may
+    // be negative: output_padding or output_shape extend Y past the last tap).
+    d.pad_end = (d.in - 1) * d.stride + d.extent() - d.pad_begin - d.out;
+    if (d.out <= 0)
+      return UserError("spatial dim " + std::to_string(i) + " of the output would be " + std::to_string(d.out) +
+                       " (pads too large)");
+  }
+  g.y_shape = {g.batch, g.out_channels};
+  for (const auto& d : g.dims) g.y_shape.push_back(d.out);
+  return g;
+}
+
+template <typename T>
+void ConvTransposeReference(const ConvTransposeGeometry& g, const T* x, const T* w, const T* b, T* y) {
+  const auto d = du::To3d(g.dims);
+  const int64_t in_vol = d[0].in * d[1].in * d[2].in;
+  const int64_t out_vol = d[0].out * d[1].out * d[2].out;
+  const int64_t k_vol = d[0].kernel * d[1].kernel * d[2].kernel;
+  const int64_t cin_g = g.in_channels / g.group, cout_g = g.out_channels / g.group;
+  ParallelFor(g.batch * g.out_channels, in_vol * cin_g * k_vol, [&](int64_t begin, int64_t end) {
+    std::vector<double> acc(out_vol);
+    for (int64_t nm = begin; nm < end; ++nm) {
+      const int64_t n = nm / g.out_channels, m = nm % g.out_channels, grp = m / cout_g, oc = m % cout_g;
+      std::fill(acc.begin(), acc.end(), b ? static_cast<double>(b[m]) : 0.0);
+      for (int64_t c = 0; c < cin_g; ++c) {
+        const int64_t ic = grp * cin_g + c;
+        const T* xc = x + (n * g.in_channels + ic) * in_vol;
+        const T* wc = w + (ic * cout_g + oc) * k_vol;
+        for (int64_t i0 = 0; i0 < d[0].in; ++i0)
+          for (int64_t i1 = 0; i1 < d[1].in; ++i1)
+            for (int64_t i2 = 0; i2 < d[2].in; ++i2) {
+              const double xv = static_cast<double>(xc[(i0 * d[1].in + i1) * d[2].in + i2]);
+              for (int64_t k0 = 0; k0 < d[0].kernel; ++k0) {
+                const int64_t o0 = i0 * d[0].stride + k0 * d[0].dilation - d[0].pad_begin;
+                if (o0 < 0 || o0 >= d[0].out) continue;
+                for (int64_t k1 = 0; k1 < d[1].kernel; ++k1) {
+                  const int64_t o1 = i1 * d[1].stride + k1 * d[1].dilation - d[1].pad_begin;
+                  if (o1 < 0 || o1 >= d[1].out) continue;
+                  for (int64_t k2 = 0; k2 < d[2].kernel; ++k2) {
+                    const int64_t o2 = i2 * d[2].stride + k2 * d[2].dilation - d[2].pad_begin;
+                    if (o2 < 0 || o2 >= d[2].out) continue;
+                    acc[(o0 * d[1].out + o1) * d[2].out + o2] +=
+                        xv * static_cast<double>(wc[(k0 * d[1].kernel + k1) * d[2].kernel + k2]);
+                  }
+                }
+              }
+            }
+      }
+      T* ym = y + nm * out_vol;
+      for (int64_t i = 0; i < out_vol; ++i) ym[i] = static_cast<T>(acc[i]);
+    }
+  });
+}
+
+struct ConvTransposePlan {
+  dnnl::deconvolution_forward prim;
+  memory::desc user_src, user_dst, user_wei;
+  memory::desc src_md, dst_md, wei_md;
+  bool reorder_src = false, reorder_dst = false, reorder_wei = false;
+  dnnl::reorder src_reorder, dst_reorder, wei_reorder;
+  memory packed_weights;
+  bool has_bias = false;
+};
+
+class ConvTransposeKernel final : public Kernel {
+ public:
+  ConvTransposeKernel(ConvTransposeAttrs attrs, bool reference_only)
+      : attrs_(std::move(attrs)), reference_only_(reference_only) {}
+
+  Status Prepare(const Tensor* w, bool with_bias) {
+    if (!w) return Status::Ok();
+    const_w_ = *w;
+    if (w->rank() < 3 || w->rank() > 5)
+      return InputError(1, "W has shape " + ShapeToString(w->shape()) + ", expected rank 3 to 5");
+    if (w->dim(0) % attrs_.group != 0)
+      return InputError(1, "W has shape " + ShapeToString(w->shape()) + ", expected dim 0 divisible by group " +
+                               std::to_string(attrs_.group));
+    if (reference_only_ || w->dtype() != DType::kFloat32) return Status::Ok();
+    Shape x{1, w->dim(0)};
+    for (int64_t i = 2; i < w->rank(); ++i) x.push_back(28);
+    auto g = ResolveConvTranspose(attrs_, x, w->shape());
+    if (!g) return Status::Ok();  // reported when the node runs
+    MakePlan(*g, x, w->shape(), with_bias);  // packs W into packed_w_
+    return Status::Ok();
+  }
+
+  Status Run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64)
+      return DTypeError(0, x.dtype(), "float32, float64");
+    if (w.dtype() != x.dtype())
+      return InputError(1, "W has type " + DTypeName(w.dtype()) + ", expected X's type " + DTypeName(x.dtype()));
+    SEQTO_ASSIGN_OR_RETURN(ConvTransposeGeometry g, ResolveConvTranspose(attrs_, x.shape(), w.shape()));
+    if (b) {
+      if (b->dtype() != x.dtype()) return InputError(2, "B has type " + DTypeName(b->dtype()) + ", expected X's type");
+      if (b->rank() != 1 || b->dim(0) != g.out_channels)
+        return InputError(2, "B has shape " + ShapeToString(b->shape()) + ", expected " +
+                                 std::to_string(g.out_channels) + " (the output channels)");
+    }
+    Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
+    if (y.numel() == 0) return Status::Ok();
+    if (x.dtype() == DType::kFloat64) {
+      ConvTransposeReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr,
+                             y.data<double>());
+      return Status::Ok();
+    }
+    if (!reference_only_ && g.in_channels > 0) {
+      auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
+                             [&] { return MakePlan(g, x.shape(), w.shape(), b != nullptr); });
+      if (plan) return Execute(*plan, x, w, b, y);
+    }
+    ConvTransposeReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+    return Status::Ok();
+  }
+
+ private:
+  std::shared_ptr<ConvTransposePlan> MakePlan(const ConvTransposeGeometry& g, const Shape& x, const Shape& w,
+                                              bool with_bias) {
+    try {
+      auto plan = std::make_shared<ConvTransposePlan>();
+      plan->has_bias = with_bias;
+      // ONNX's W is (C, M/group, k...): as oneDNN's (G,) OC/G, IC/G, k... it is a
+      // strided view.
+      const int64_t cin_g = g.in_channels / g.group, cout_g = g.out_channels / g.group;
+      const Shape kernel(w.begin() + 2, w.end());
+      const int64_t k_vol = NumElements(kernel);
+      Shape wei_dims{cout_g, cin_g};
+      std::vector<int64_t> wei_strides{k_vol, cout_g * k_vol};
+      if (g.group > 1) {
+        wei_dims.insert(wei_dims.begin(), g.group);
+        wei_strides.insert(wei_strides.begin(), cin_g * cout_g * k_vol);
+      }
+      const auto k_strides = ContiguousStrides(kernel);
+      wei_dims.insert(wei_dims.end(), kernel.begin(), kernel.end());
+      wei_strides.insert(wei_strides.end(), k_strides.begin(), k_strides.end());
+      memory::dims strides, dilations, pad_l, pad_r;
+      for (const auto& d : g.dims) {
+        strides.push_back(d.stride);
+        dilations.push_back(d.dilation - 1);
+        pad_l.push_back(d.pad_begin);
+        pad_r.push_back(d.pad_end);
+      }
+      plan->user_src = du::PlainDesc(x);
+      plan->user_dst = du::PlainDesc(g.y_shape);
+      plan->user_wei = du::StridedDesc(wei_dims, wei_strides);
+      const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
+      auto make_pd = [&](du::Layout layout) {
+        const memory::desc src = du::ActivationDesc(x, layout);
+        const memory::desc dst = du::ActivationDesc(g.y_shape, layout);
+        const memory::desc wei = du::AnyDesc(wei_dims);
+        auto desc = with_bias ? dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                  dnnl::algorithm::deconvolution_direct, src, wei,
+                                                                  bias_md, dst, strides, dilations, pad_l, pad_r)
+                              : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                  dnnl::algorithm::deconvolution_direct, src, wei,
+                                                                  dst, strides, dilations, pad_l, pad_r);
+        return dnnl::deconvolution_forward::primitive_desc(desc, du::Engine());
+      };
+      dnnl::deconvolution_forward::primitive_desc pd;
+      const auto layouts = du::ConvLayouts(false, g.in_channels, g.out_channels);
+      bool ok = false;
+      for (size_t i = 0; i < layouts.size() && !ok; ++i) {
+        ok = du::TryMakePd(pd, [&] { return make_pd(layouts[i]); });
+        // A slow generic kernel is acceptable only as the last resort.
+        if (ok && i + 1 < layouts.size() && du::IsSlowConvImpl(du::ImplName(pd))) ok = false;
+      }
+      if (!ok) return nullptr;
+      plan->prim = dnnl::deconvolution_forward(pd);
+      plan->src_md = pd.src_desc();
+      plan->dst_md = pd.dst_desc();
+      plan->wei_md = pd.weights_desc();
+      plan->reorder_src = plan->src_md != plan->user_src;
+      plan->reorder_dst = plan->dst_md != plan->user_dst;
+      plan->reorder_wei = plan->wei_md != plan->user_wei;
+      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
+      if (const_w_.defined()) {
+        plan->packed_weights = du::PackWeights(plan->user_wei, const_w_.raw(), plan->wei_md, packed_w_);
+      } else if (plan->reorder_wei) {
+        plan->wei_reorder = dnnl::reorder({du::Engine(), plan->user_wei, du::Engine(), plan->wei_md});
+      }
+      return plan;
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+  }
+
+  Status Execute(ConvTransposePlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+    return du::Guard("ConvTranspose", [&] {
+      dnnl::stream& s = du::Stream();
+      memory src = du::Wrap(plan.user_src, x.raw());
+      memory dst = du::Wrap(plan.user_dst, y.raw());
+      memory prim_src = src, prim_dst = dst;
+      if (plan.reorder_src) {
+        prim_src = memory(plan.src_md, du::Engine(), du::Scratch(0, plan.src_md.get_size()));
+        plan.src_reorder.execute(s, src, prim_src);
+      }
+      if (plan.reorder_dst) prim_dst = memory(plan.dst_md, du::Engine(), du::Scratch(1, plan.dst_md.get_size()));
+      memory wei;
+      if (plan.packed_weights.get(true)) {
+        wei = plan.packed_weights;
+      } else if (plan.reorder_wei) {
+        wei = memory(plan.wei_md, du::Engine(), du::Scratch(2, plan.wei_md.get_size()));
+        memory user_wei = du::Wrap(plan.user_wei, w.raw());
+        plan.wei_reorder.execute(s, user_wei, wei);
+      } else {
+        wei = du::Wrap(plan.user_wei, w.raw());
+      }
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, prim_src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, prim_dst}};
+      if (plan.has_bias) args.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
+      plan.prim.execute(s, args);
+      if (plan.reorder_dst) plan.dst_reorder.execute(s, prim_dst, dst);
+      s.wait();
+    });
+  }
+
+  ConvTransposeAttrs attrs_;
+  bool reference_only_;
+  Tensor const_w_;   // constant W (undefined when W is not constant)
+  memory packed_w_;  // const_w_ as the latest plan wants it (packed at creation)
+  du::ShapeCache<ConvTransposePlan> plans_;
+};
+
+}  // namespace
+
+void RegisterConvTranspose(OpRegistry& r) {
+  r.Register({"ConvTranspose", "", 1, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
+                ConvTransposeAttrs a;
+                SEQTO_ASSIGN_OR_RETURN(a.window, du::ParseWindowAttrs(init.node, false));
+                SEQTO_ASSIGN_OR_RETURN(a.group, init.node.attr_int("group", 1));
+                if (a.group < 1) return UserError("attribute 'group' is " + std::to_string(a.group) + ", expected >= 1");
+                SEQTO_ASSIGN_OR_RETURN(a.output_padding, init.node.attr_ints("output_padding"));
+                SEQTO_ASSIGN_OR_RETURN(a.output_shape, init.node.attr_ints("output_shape"));
+                for (int64_t v : a.output_padding)
+                  if (v < 0) return UserError("attribute 'output_padding' must not be negative");
+                for (int64_t v : a.output_shape)
+                  if (v <= 0) return UserError("attribute 'output_shape' must have positive values");
+                auto kernel = std::make_unique<ConvTransposeKernel>(std::move(a), init.reference_only);
+                SEQTO_RETURN_IF_ERROR(
+                    kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
+                return std::unique_ptr<Kernel>(std::move(kernel));
+              }});
+}
+
+}  // namespace seqto::ops
