@@ -1,15 +1,17 @@
-// Relu: y = max(x, 0).
+// Relu: y = max(x, 0) (NaN stays NaN).
+#include "ops/elementwise/elementwise.h"
 #include "ops/registry.h"
 #include "ops/util.h"
 
 namespace seqto::ops {
 
 namespace {
+constexpr ew::TypeSet kReluTypes = ew::kFloatTypes | ew::kSignedTypes;
+
 template <typename T>
 void ReluKernel(const T* x, T* y, int64_t n) {
-  ParallelFor(n, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
-  });
+  // ew::Select/Less instead of `?:` and `<` keep the loop vectorizable (elementwise.h).
+  ew::MapUnary(x, y, n, ew::kCheap, [](T v) { return ew::Select(ew::Less(v, T(0)), T(0), v); });
 }
 }  // namespace
 
@@ -17,15 +19,17 @@ void RegisterRelu(OpRegistry& r) {
   r.Register({"Relu", "", 1, [](const KernelInit&) -> Expected<std::unique_ptr<Kernel>> {
                 return MakeKernel([](KernelContext& ctx) -> Status {
                   const Tensor& x = ctx.input(0);
+                  if (!ew::InSet(x.dtype(), kReluTypes)) return ew::TypeError(0, x.dtype(), kReluTypes);
                   Tensor& y = ctx.Allocate(0, x.dtype(), x.shape());
-                  switch (x.dtype()) {
-                    case DType::kFloat32: ReluKernel(x.data<float>(), y.data<float>(), x.numel()); break;
-                    case DType::kFloat64: ReluKernel(x.data<double>(), y.data<double>(), x.numel()); break;
-                    case DType::kInt32: ReluKernel(x.data<int32_t>(), y.data<int32_t>(), x.numel()); break;
-                    case DType::kInt64: ReluKernel(x.data<int64_t>(), y.data<int64_t>(), x.numel()); break;
-                    case DType::kInt8: ReluKernel(x.data<int8_t>(), y.data<int8_t>(), x.numel()); break;
-                    default: return DTypeError(0, x.dtype(), "float32, float64, int32, int64, int8");
-                  }
+                  ew::VisitType(x.dtype(), [&](auto tag) {
+                    using T = decltype(tag);
+                    if constexpr (ew::kIsHalf<T>) {  // negatives become +0, anything else stays
+                      ew::MapUnary(x.data<T>(), y.data<T>(), x.numel(), ew::kCheap,
+                                   [](T v) { return ew::Less(ew::Load(v), 0.0f) ? T{0} : v; });
+                    } else if constexpr (ew::Allows<T>(kReluTypes)) {
+                      ReluKernel(x.data<T>(), y.data<T>(), x.numel());
+                    }
+                  });
                   return Status::Ok();
                 });
               }});
