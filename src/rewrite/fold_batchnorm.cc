@@ -72,9 +72,4 @@ GraphPatch FoldBatchNormIntoConv(const ir::Graph& g, const OptimizeOptions& opti
   return patch;
 }
 
-Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
-  if (options.fold_batchnorm) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldBatchNormIntoConv(graph, options), "fold-batchnorm"));
-  return Status::Ok();
-}
-
 }  // namespace seqto::rewrite

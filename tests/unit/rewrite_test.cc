@@ -57,7 +57,9 @@ TEST(FoldBatchNorm, RemovesTheNodeAndKeepsTheFunction) {
     std::mt19937 rng(7);
     ir::Model model = ConvBnModel(with_bias, rng);
     ir::Graph folded = model.graph;
-    ASSERT_TRUE(rewrite::Optimize(folded, {}).ok());
+    rewrite::OptimizeOptions fold_only;
+    fold_only.fuse_conv = false;
+    ASSERT_TRUE(rewrite::Optimize(folded, fold_only).ok());
     ASSERT_EQ(folded.nodes.size(), 2u);
     EXPECT_EQ(folded.nodes[0].op_type, "Conv");
     EXPECT_EQ(folded.initializers.count("mean"), 0u) << "unused statistics are dropped";
@@ -85,6 +87,91 @@ TEST(FoldBatchNorm, LeavesKeptValuesAlone) {
   options.keep_values = {"c"};
   ASSERT_TRUE(rewrite::Optimize(model.graph, options).ok());
   EXPECT_EQ(model.graph.nodes.size(), 3u);
+}
+
+// x -> Conv -> BN -> Add(x) -> act -> Conv -> act2 -> y : a residual block whose
+// convs, BN, Add and activations fuse into two FusedConv nodes.
+ir::Model ResidualModel(const std::string& act, std::mt19937& rng) {
+  ir::Model m = ConvBnModel(true, rng);
+  auto& g = m.graph;
+  g.inputs[0].shape = std::vector<ir::Dim>{{-1, "N"}, {4}, {7}, {5}};
+  g.initializers["w"] = RandomTensor({4, 4, 3, 3}, rng);
+  g.nodes.pop_back();  // the Relu
+  g.nodes.push_back(MakeNode("add", "Add", {"x", "bn_out"}, {"sum"}));
+  ir::Node a1 = MakeNode("act1", act, {"sum"}, {"a1"});
+  if (act == "Clip") {
+    g.initializers["lo"] = Tensor::Scalar<float>(0.f);
+    g.initializers["hi"] = Tensor::Scalar<float>(0.5f);
+    a1.inputs = {"sum", "lo", "hi"};
+  }
+  if (act == "LeakyRelu") {
+    a1.attributes["alpha"].type = ir::Attribute::Type::kFloat;
+    a1.attributes["alpha"].f = 0.2f;
+  }
+  g.nodes.push_back(a1);
+  g.initializers["w2"] = RandomTensor({6, 4, 1, 1}, rng);
+  g.nodes.push_back(MakeNode("conv2", "Conv", {"a1", "w2"}, {"c2"}));
+  g.nodes.push_back(MakeNode("relu2", "Relu", {"c2"}, {"y"}));
+  return m;
+}
+
+void ExpectSameOutputs(const ir::Model& model, const runtime::SessionOptions& options, const Tensor& x) {
+  runtime::SessionOptions plain;
+  plain.optimize = false;
+  plain.reference_only = true;
+  auto reference = runtime::Session::Create(model, plain);
+  auto optimized = runtime::Session::Create(model, options);
+  ASSERT_TRUE(reference.ok()) << reference.error().message;
+  ASSERT_TRUE(optimized.ok()) << optimized.error().message;
+  auto a = (*reference)->Run({{"x", x}});
+  auto b = (*optimized)->Run({{"x", x}});
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  const auto va = a->at("y").ToDoubles(), vb = b->at("y").ToDoubles();
+  ASSERT_EQ(va.size(), vb.size());
+  for (size_t i = 0; i < va.size(); ++i) ASSERT_NEAR(va[i], vb[i], 1e-5 + 1e-4 * std::fabs(va[i])) << "at " << i;
+}
+
+TEST(FuseConv, ResidualBlocksFuseAndComputeTheSame) {
+  for (const std::string act : {"Relu", "Clip", "LeakyRelu"}) {
+    SCOPED_TRACE(act);
+    std::mt19937 rng(3);
+    ir::Model model = ResidualModel(act, rng);
+    ir::Graph g = model.graph;
+    ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+    ASSERT_EQ(g.nodes.size(), 2u);
+    EXPECT_EQ(g.nodes[0].op_type, "FusedConv");
+    EXPECT_EQ(g.nodes[0].inputs.size(), 4u) << "the residual Add became the sum operand";
+    EXPECT_EQ(g.nodes[1].op_type, "FusedConv");
+    for (bool reference : {false, true}) {
+      runtime::SessionOptions options;
+      options.reference_only = reference;
+      ExpectSameOutputs(model, options, RandomTensor({3, 4, 7, 5}, rng));
+    }
+  }
+}
+
+TEST(FuseConv, KeptValuesAreNotFusedAway) {
+  std::mt19937 rng(3);
+  ir::Model model = ResidualModel("Relu", rng);
+  rewrite::OptimizeOptions options;
+  options.keep_values = {"sum", "c2"};
+  ASSERT_TRUE(rewrite::Optimize(model.graph, options).ok());
+  // BN folds into conv, conv+Add fuse (sum is the Add's output, kept), act1 stays,
+  // conv2 stays unfused because c2 is kept.
+  std::vector<std::string> ops;
+  for (const auto& n : model.graph.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"FusedConv", "Relu", "Conv", "Relu"}));
+}
+
+TEST(FuseConv, BroadcastSumFallsBackAndStaysCorrect) {
+  std::mt19937 rng(5);
+  ir::Model model = ResidualModel("Relu", rng);
+  // Add a per-channel tensor instead of x: the sum operand broadcasts.
+  model.graph.initializers["chan"] = RandomTensor({4, 1, 1}, rng);
+  for (auto& n : model.graph.nodes)
+    if (n.name == "add") n.inputs = {"chan", "bn_out"};
+  ExpectSameOutputs(model, {}, RandomTensor({2, 4, 7, 5}, rng));
 }
 
 TEST(GraphPatch, InvalidResultIsReportedWithThePassName) {

@@ -4,7 +4,15 @@
 // Reference: direct loops with double accumulation (float32, float64).
 // Fast (float32): a oneDNN convolution built once per input shape; a constant W is
 // reordered once, at kernel creation, into the layout the primitive prefers.
+//
+// Also registers com.seqto.FusedConv, which the runtime's fuse-conv pass
+// (rewrite/fuse_conv.cc) makes from Conv -> [Add] -> [Relu|Clip|LeakyRelu]:
+//   inputs X, W, B (may be ""), Sum (optional, added to the conv's output),
+//   attributes: Conv's, plus activation ("Relu", "Clip", "LeakyRelu") and
+//   activation_params ([min, max] for Clip, [alpha] for LeakyRelu).
+// oneDNN applies them as post-ops (sum, eltwise) while the output is in cache.
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 #include "ops/nn/dnnl_util.h"
@@ -49,6 +57,69 @@ Expected<ConvGeometry> ResolveConv(const du::WindowAttrs& attrs, int64_t group, 
   g.y_shape = {g.batch, g.out_channels};
   for (const auto& d : g.dims) g.y_shape.push_back(d.out);
   return g;
+}
+
+// What a FusedConv applies after the convolution, in this order.
+struct PostOps {
+  enum class Activation { kNone, kRelu, kClip, kLeakyRelu };
+  bool sum = false;  // add input 3 (same shape as Y)
+  Activation activation = Activation::kNone;
+  float p0 = 0, p1 = 0;  // Clip: min, max; LeakyRelu: alpha
+
+  template <typename T>
+  T Activate(T v) const {
+    switch (activation) {
+      case Activation::kRelu: return v > T(0) ? v : T(0);
+      case Activation::kClip: return v < T(p0) ? T(p0) : (v > T(p1) ? T(p1) : v);
+      case Activation::kLeakyRelu: return v < T(0) ? v * T(p0) : v;
+      default: return v;
+    }
+  }
+};
+
+Expected<PostOps> ParsePostOps(const ir::Node& node) {
+  PostOps post;
+  post.sum = node.inputs.size() > 3 && !node.inputs[3].empty();
+  SEQTO_ASSIGN_OR_RETURN(std::string activation, node.attr_string("activation", ""));
+  SEQTO_ASSIGN_OR_RETURN(std::vector<float> params, node.attr_floats("activation_params"));
+  auto need = [&](size_t n) -> Status {
+    if (params.size() != n)
+      return UserError("attribute 'activation_params' has " + std::to_string(params.size()) + " values, expected " +
+                       std::to_string(n) + " for " + activation);
+    return Status::Ok();
+  };
+  if (activation.empty()) return post;
+  if (activation == "Relu") {
+    post.activation = PostOps::Activation::kRelu;
+  } else if (activation == "Clip") {
+    SEQTO_RETURN_IF_ERROR(need(2));
+    post.activation = PostOps::Activation::kClip;
+    post.p0 = params[0];
+    post.p1 = params[1];
+  } else if (activation == "LeakyRelu") {
+    SEQTO_RETURN_IF_ERROR(need(1));
+    post.activation = PostOps::Activation::kLeakyRelu;
+    post.p0 = params[0];
+  } else {
+    return UserError("attribute 'activation' is '" + activation + "', expected Relu, Clip or LeakyRelu");
+  }
+  return post;
+}
+
+// Applies the post-ops to a computed Y in plain loops (reference path, and the
+// fast path's fallback when Sum has to be broadcast).
+template <typename T>
+Status ApplyPostOpsReference(const PostOps& post, const Tensor* sum, Tensor& y) {
+  if (post.sum) {
+    Tensor tmp = y.Clone();
+    const auto add = [](T a, T c) { return a + c; };
+    SEQTO_RETURN_IF_ERROR((BroadcastBinary<T, T, T>(tmp, *sum, y, add)));
+  }
+  if (post.activation != PostOps::Activation::kNone) {
+    T* p = y.data<T>();
+    for (int64_t i = 0; i < y.numel(); ++i) p[i] = post.Activate(p[i]);
+  }
+  return Status::Ok();
 }
 
 // The reference: one output element at a time, accumulated in double.
@@ -97,14 +168,15 @@ struct ConvPlan {
   memory::desc src_md, dst_md, wei_md;        // the primitive's layouts
   bool reorder_src = false, reorder_dst = false, reorder_wei = false;
   dnnl::reorder src_reorder, dst_reorder, wei_reorder;
+  dnnl::reorder sum_reorder;  // Sum (plain) into the primitive's dst layout
   memory packed_weights;  // constant W in wei_md (empty when W is not constant)
   bool has_bias = false;
 };
 
 class ConvKernel final : public Kernel {
  public:
-  ConvKernel(du::WindowAttrs attrs, int64_t group, bool reference_only)
-      : attrs_(std::move(attrs)), group_(group), reference_only_(reference_only) {}
+  ConvKernel(du::WindowAttrs attrs, int64_t group, PostOps post, bool reference_only)
+      : attrs_(std::move(attrs)), group_(group), post_(post), reference_only_(reference_only) {}
 
   // Prepacks a constant W (and checks it) at creation, for a nominal input shape.
   Status Prepare(const Tensor* w, bool with_bias) {
@@ -144,19 +216,24 @@ class ConvKernel final : public Kernel {
         return InputError(2, "B has shape " + ShapeToString(b->shape()) + ", expected " +
                                  std::to_string(g.out_channels) + " (the output channels)");
     }
+    const Tensor* sum = post_.sum ? &ctx.input(3) : nullptr;
+    if (sum && sum->dtype() != x.dtype())
+      return InputError(3, "Sum has type " + DTypeName(sum->dtype()) + ", expected X's type");
     Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
     if (y.numel() == 0) return Status::Ok();
     if (x.dtype() == DType::kFloat64) {
       ConvReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, y.data<double>());
-      return Status::Ok();
+      return ApplyPostOpsReference<double>(post_, sum, y);
     }
-    if (!reference_only_ && g.in_channels > 0) {
+    // The sum post-op needs Sum shaped exactly like Y; a broadcast Add (rare) runs unfused.
+    const bool fusable = !sum || sum->shape() == y.shape();
+    if (!reference_only_ && g.in_channels > 0 && fusable) {
       auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
                              [&] { return MakePlan(g, x.shape(), w.shape(), b != nullptr); });
-      if (plan) return Execute(*plan, x, w, b, y);
+      if (plan) return Execute(*plan, x, w, b, sum, y);
     }
     ConvReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
-    return Status::Ok();
+    return ApplyPostOpsReference<float>(post_, sum, y);
   }
 
  private:
@@ -186,6 +263,22 @@ class ConvKernel final : public Kernel {
       plan->user_dst = du::PlainDesc(g.y_shape);
       plan->user_wei = du::PlainDesc(wei_dims);
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
+      dnnl::primitive_attr attr;
+      {
+        dnnl::post_ops ops;
+        if (post_.sum) ops.append_sum(1.f);
+        switch (post_.activation) {
+          case PostOps::Activation::kRelu: ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
+          case PostOps::Activation::kClip:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, post_.p0, post_.p1);
+            break;
+          case PostOps::Activation::kLeakyRelu:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, post_.p0, 0.f);
+            break;
+          default: break;
+        }
+        attr.set_post_ops(ops);
+      }
       auto make_pd = [&](du::Layout layout) {
         const memory::desc src = du::ActivationDesc(x, layout);
         const memory::desc dst = du::ActivationDesc(g.y_shape, layout);
@@ -196,7 +289,7 @@ class ConvKernel final : public Kernel {
                               : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                                 dnnl::algorithm::convolution_direct, src, wei, dst,
                                                                 strides, dilations, pad_l, pad_r);
-        return dnnl::convolution_forward::primitive_desc(desc, du::Engine());
+        return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine());
       };
       dnnl::convolution_forward::primitive_desc pd;
       int64_t positions = 1;
@@ -220,6 +313,8 @@ class ConvKernel final : public Kernel {
       plan->reorder_wei = plan->wei_md != plan->user_wei;
       if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
       if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
+      if (plan->reorder_dst && post_.sum)
+        plan->sum_reorder = dnnl::reorder({du::Engine(), plan->user_dst, du::Engine(), plan->dst_md});
       if (const_w_.defined()) {
         plan->packed_weights = du::PackWeights(plan->user_wei, const_w_.raw(), plan->wei_md, packed_w_);
       } else if (plan->reorder_wei) {
@@ -231,7 +326,7 @@ class ConvKernel final : public Kernel {
     }
   }
 
-  Status Execute(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  Status Execute(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* sum, Tensor& y) {
     return du::Guard("Conv", [&] {
       dnnl::stream& s = du::Stream();
       memory src = du::Wrap(plan.user_src, x.raw());
@@ -242,6 +337,13 @@ class ConvKernel final : public Kernel {
         plan.src_reorder.execute(s, src, prim_src);
       }
       if (plan.reorder_dst) prim_dst = memory(plan.dst_md, du::Engine(), du::Scratch(1, plan.dst_md.get_size()));
+      if (sum) {  // the sum post-op accumulates into what dst already holds
+        if (plan.reorder_dst) {
+          memory user_sum = du::Wrap(plan.user_dst, sum->raw());
+          plan.sum_reorder.execute(s, user_sum, prim_dst);
+        }
+        else std::memcpy(y.raw(), sum->raw(), y.nbytes());
+      }
       memory wei;
       if (plan.packed_weights.get(true)) {
         wei = plan.packed_weights;
@@ -262,6 +364,7 @@ class ConvKernel final : public Kernel {
 
   du::WindowAttrs attrs_;
   int64_t group_;
+  PostOps post_;
   bool reference_only_;
   Tensor const_w_;            // constant W (undefined when W is not constant)
   memory packed_w_;           // const_w_ as the latest plan wants it (packed at creation)
@@ -270,15 +373,25 @@ class ConvKernel final : public Kernel {
 
 }  // namespace
 
+namespace {
+Expected<std::unique_ptr<Kernel>> CreateConv(const KernelInit& init, bool fused) {
+  SEQTO_ASSIGN_OR_RETURN(du::WindowAttrs attrs, du::ParseWindowAttrs(init.node, false));
+  SEQTO_ASSIGN_OR_RETURN(int64_t group, init.node.attr_int("group", 1));
+  if (group < 1) return UserError("attribute 'group' is " + std::to_string(group) + ", expected >= 1");
+  PostOps post;
+  if (fused) {
+    SEQTO_ASSIGN_OR_RETURN(post, ParsePostOps(init.node));
+  }
+  auto kernel = std::make_unique<ConvKernel>(std::move(attrs), group, post, init.reference_only);
+  SEQTO_RETURN_IF_ERROR(
+      kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+}  // namespace
+
 void RegisterConv(OpRegistry& r) {
-  r.Register({"Conv", "", 1, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
-                SEQTO_ASSIGN_OR_RETURN(du::WindowAttrs attrs, du::ParseWindowAttrs(init.node, false));
-                SEQTO_ASSIGN_OR_RETURN(int64_t group, init.node.attr_int("group", 1));
-                if (group < 1) return UserError("attribute 'group' is " + std::to_string(group) + ", expected >= 1");
-                auto kernel = std::make_unique<ConvKernel>(std::move(attrs), group, init.reference_only);
-                SEQTO_RETURN_IF_ERROR(kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
-                return std::unique_ptr<Kernel>(std::move(kernel));
-              }});
+  r.Register({"Conv", "", 1, [](const KernelInit& init) { return CreateConv(init, /*fused=*/false); }});
+  r.Register({"FusedConv", "com.seqto", 1, [](const KernelInit& init) { return CreateConv(init, /*fused=*/true); }});
 }
 
 }  // namespace seqto::ops

@@ -1,0 +1,116 @@
+// Fuses what follows a float Conv into the convolution itself, as oneDNN post-ops:
+//   Conv -> Add(other) [-> activation]   becomes FusedConv(X, W, B, other)
+//   Conv -> activation                   becomes FusedConv(X, W, B)
+// with activation one of Relu, Clip (constant bounds), LeakyRelu. This saves a full
+// pass over the activation tensor per fused op; ONNX Runtime does the same.
+// The result is seqto's internal op com.seqto.FusedConv (see ops/nn/conv.cc): it
+// only ever lives inside a Session, never in a saved model.
+#include <limits>
+#include <set>
+
+#include "rewrite/passes.h"
+
+namespace seqto::rewrite {
+
+namespace {
+
+// Reads a Clip bound: attribute (opset < 11) or constant scalar input (opset >= 11).
+bool ClipBound(const ir::Graph& g, const ir::Node& clip, int input, const char* attr, float def, float& out) {
+  out = def;
+  if (clip.has_attr(attr)) {
+    auto v = clip.attr_float(attr, def);
+    if (!v) return false;
+    out = *v;
+  }
+  if (static_cast<int>(clip.inputs.size()) > input && !clip.inputs[input].empty()) {
+    auto it = g.initializers.find(clip.inputs[input]);
+    if (it == g.initializers.end() || it->second.dtype() != DType::kFloat32 || it->second.numel() != 1) return false;
+    out = it->second.data<float>()[0];
+  }
+  return true;
+}
+
+// Describes `node` as a fusable activation: sets name and params, or returns false.
+bool AsActivation(const ir::Graph& g, const ir::Node& node, std::string& name, std::vector<float>& params) {
+  if (!node.domain.empty() || node.inputs.empty() || node.outputs.size() != 1) return false;
+  if (node.op_type == "Relu") {
+    name = "Relu";
+    params = {};
+    return true;
+  }
+  if (node.op_type == "LeakyRelu") {
+    auto alpha = node.attr_float("alpha", 0.01f);
+    if (!alpha) return false;
+    name = "LeakyRelu";
+    params = {*alpha};
+    return true;
+  }
+  if (node.op_type == "Clip") {
+    float lo, hi;
+    if (!ClipBound(g, node, 1, "min", std::numeric_limits<float>::lowest(), lo) ||
+        !ClipBound(g, node, 2, "max", std::numeric_limits<float>::max(), hi))
+      return false;
+    name = "Clip";
+    params = {lo, hi};
+    return true;
+  }
+  return false;
+}
+
+bool IsFloatConv(const ir::Graph& g, const ir::Node& n) {
+  if (n.op_type != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
+  // Only convs with a constant float weight: the fused kernel is the fast float path.
+  auto w = g.initializers.find(n.inputs[1]);
+  return w != g.initializers.end() && w->second.dtype() == DType::kFloat32;
+}
+
+}  // namespace
+
+GraphPatch FuseConvPostOps(const ir::Graph& g, const OptimizeOptions& options) {
+  GraphPatch patch;
+  const UseMap uses(g);
+  std::set<std::string> claimed;  // nodes already fused into some conv
+  auto sole_consumer = [&](const std::string& value) -> const ir::Node* {
+    if (!uses.SingleUse(value) || options.keep_values.count(value)) return nullptr;
+    const ir::Node* n = &g.nodes[uses.consumers.at(value)[0]];
+    return claimed.count(n->name) ? nullptr : n;
+  };
+  for (const ir::Node& conv : g.nodes) {
+    if (!IsFloatConv(g, conv)) continue;
+    ir::Node fused = conv;
+    fused.domain = "com.seqto";
+    fused.op_type = "FusedConv";
+    fused.inputs.resize(3);  // X, W, B ("" when absent), then the optional sum operand
+    std::string tail = conv.outputs[0];
+    std::vector<std::string> removed;
+
+    const ir::Node* next = sole_consumer(tail);
+    if (next && next->op_type == "Add" && next->domain.empty() && next->inputs.size() == 2 &&
+        next->inputs[0] != next->inputs[1] && !next->has_attr("broadcast")) {
+      fused.inputs.push_back(next->inputs[0] == tail ? next->inputs[1] : next->inputs[0]);
+      removed.push_back(next->name);
+      tail = next->outputs[0];
+      next = sole_consumer(tail);
+    }
+    std::string activation;
+    std::vector<float> params;
+    if (next && AsActivation(g, *next, activation, params)) {
+      fused.attributes["activation"].type = ir::Attribute::Type::kString;
+      fused.attributes["activation"].s = activation;
+      fused.attributes["activation_params"].type = ir::Attribute::Type::kFloats;
+      fused.attributes["activation_params"].floats = params;
+      removed.push_back(next->name);
+      tail = next->outputs[0];
+    }
+    if (removed.empty()) continue;
+    fused.outputs[0] = tail;
+    for (const auto& name : removed) {
+      patch.RemoveNode(name);
+      claimed.insert(name);
+    }
+    patch.ReplaceNode(std::move(fused));
+  }
+  return patch;
+}
+
+}  // namespace seqto::rewrite

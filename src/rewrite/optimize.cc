@@ -1,0 +1,12 @@
+#include "rewrite/passes.h"
+
+namespace seqto::rewrite {
+
+Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
+  if (options.fold_batchnorm)
+    SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldBatchNormIntoConv(graph, options), "fold-batchnorm"));
+  if (options.fuse_conv) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseConvPostOps(graph, options), "fuse-conv"));
+  return Status::Ok();
+}
+
+}  // namespace seqto::rewrite
