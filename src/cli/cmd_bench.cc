@@ -16,20 +16,19 @@ namespace seqto::cli {
 
 namespace {
 
+// Largest random input bench makes (a typo in --shape or --batch must not exhaust memory).
+constexpr uint64_t kMaxInputBytes = uint64_t{4} << 30;
+
 Expected<Shape> ParseDims(const std::string& text, const std::string& what) {
   Shape shape;
   size_t pos = 0;
   while (pos <= text.size()) {
     const size_t x = text.find('x', pos);
     const std::string item = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    try {
-      size_t used = 0;
-      const long long d = std::stoll(item, &used);
-      if (used != item.size() || d <= 0) throw std::invalid_argument(item);
-      shape.push_back(d);
-    } catch (...) {
-      return UserError(what + ": bad shape '" + text + "' (expected e.g. 1x3x224x224)");
-    }
+    const bool digits = !item.empty() && item.size() <= 12 && item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(item) <= 0)
+      return UserError(what + ": bad shape '" + text + "' (expected positive sizes joined by 'x', e.g. 1x3x224x224)");
+    shape.push_back(std::stoll(item));
     if (x == std::string::npos) break;
     pos = x + 1;
   }
@@ -55,7 +54,15 @@ Expected<Tensor> RandomInput(const ir::ValueInfo& info, int batch, const std::ma
                          "'): set it with --shape " + info.name + "=DIMS");
     }
   }
-  Tensor t(info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype, shape);
+  if (!info.is_tensor()) return UserError("input '" + info.name + "' is a " + info.other_type + ", not a tensor");
+  const DType dtype = info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype;
+  if (!IsSupportedDType(dtype)) return UserError("input '" + info.name + "' has type " + DTypeName(dtype) + ", which bench cannot generate");
+  uint64_t bytes = DTypeSize(dtype);
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > kMaxInputBytes)
+      return UserError("input '" + info.name + "': shape " + ShapeToString(shape) + " is too large (over " +
+                       std::to_string(kMaxInputBytes >> 30) + " GiB)");
+  Tensor t(dtype, shape);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   if (t.dtype() == DType::kFloat32) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
@@ -135,10 +142,10 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   auto json = std::make_shared<std::string>();
   cmd->add_option("model", *model, "ONNX model file")->required();
   cmd->add_option("--batch", *batch, "Batch size (first dimension of every input; default: the model's, or 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", *threads, "Threads (default: all cores)")->check(CLI::PositiveNumber);
-  cmd->add_option("--runs", *runs, "Timed runs")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", *warmup, "Untimed runs first")->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--threads", *threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--runs", *runs, "Timed runs")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--warmup", *warmup, "Untimed runs first")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--shape", *shapes, "NAME=1x3x224x224: shape of an input with dynamic dimensions");
   cmd->add_option("--json", *json, "Also write the results as JSON to this file");
   cmd->callback([=, &exit_code] { exit_code = RunBench(*model, *batch, *threads, *runs, *warmup, *shapes, *json); });

@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "onnxio/model_io.h"
+#include "ops/registry.h"
 
 namespace seqto::cli {
 
@@ -34,7 +35,15 @@ int RunInfo(const std::string& path, const std::string& json_path) {
   if (!model) return ReportError("info", model.error());
   const ir::Graph& g = model->graph;
   std::map<std::string, int> op_counts;
-  for (const auto& n : g.nodes) op_counts[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type]++;
+  std::map<std::string, int64_t> unsupported;  // op -> opset
+  const auto& registry = ops::OpRegistry::Global();
+  for (const auto& n : g.nodes) {
+    const std::string op = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+    op_counts[op]++;
+    auto opset = model->opsets.find(n.domain);
+    const int64_t version = opset != model->opsets.end() ? opset->second : n.domain.empty() ? 0 : 1;
+    if (!registry.Find(n.domain, n.op_type, version)) unsupported[op] = version;
+  }
   int64_t params = 0, param_bytes = 0;
   for (const auto& [name, t] : g.initializers) {
     params += t.numel();
@@ -57,6 +66,8 @@ int RunInfo(const std::string& path, const std::string& json_path) {
   for (const auto& v : g.outputs) j["outputs"].push_back(ValueJson(v));
   j["nodes"] = g.nodes.size();
   j["op_types"] = op_counts;
+  j["unsupported_ops"] = nlohmann::json::array();
+  for (const auto& [op, version] : unsupported) j["unsupported_ops"].push_back(op);
   j["parameters"] = params;
   j["parameter_bytes"] = param_bytes;
   j["initializers"] = g.initializers.size();
@@ -73,7 +84,12 @@ int RunInfo(const std::string& path, const std::string& json_path) {
   std::cout << "outputs:\n";
   for (const auto& v : g.outputs) std::cout << "  " << v.name << ": " << v.Describe() << "\n";
   std::cout << "nodes:      " << g.nodes.size() << "\n";
-  for (const auto& [op, count] : op_counts) std::cout << "  " << op << ": " << count << "\n";
+  for (const auto& [op, count] : op_counts) {
+    std::cout << "  " << op << ": " << count;
+    if (auto it = unsupported.find(op); it != unsupported.end())
+      std::cout << "  (not supported by seqto at opset " << it->second << ")";
+    std::cout << "\n";
+  }
   if (!json_path.empty())
     if (Status s = WriteTextFile(json_path, j.dump(2) + "\n"); !s.ok()) return ReportError("info", s.error());
   return kExitOk;

@@ -30,8 +30,9 @@ int RunRun(const std::string& path, const std::vector<std::string>& input_specs,
       name = spec.substr(0, eq);
       file = spec.substr(eq + 1);
     }
+    if (inputs.count(name)) return ReportError("run", UserError("--input: '" + name + "' is given twice"));
     auto t = ReadNpy(file);
-    if (!t) return ReportError("run", t.error());
+    if (!t) return ReportError("run", std::move(t).WithContext("input '" + name + "'").error());
     inputs[name] = std::move(*t);
   }
   runtime::SessionOptions options;

@@ -6,8 +6,26 @@
 
 namespace seqto::cli {
 
+std::string OneLine(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\n' || c == '\r') {
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+      if (!out.empty() && out.back() != ';' && out.back() != ':') out += ';';
+      out += ' ';
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += '?';  // control characters (e.g. from a corrupt file's names) stay out of the terminal
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
 int ReportError(const std::string& command, const Error& error) {
-  std::cerr << "seqto " << command << ": error: " << error.message << "\n";
+  std::cerr << "seqto " << command << ": error: " << OneLine(error.message) << "\n";
   return error.kind == ErrorKind::kUser ? kExitUserError : kExitInternalError;
 }
 

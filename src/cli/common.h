@@ -16,8 +16,11 @@ constexpr int kExitOk = 0;
 constexpr int kExitUserError = 1;
 constexpr int kExitInternalError = 2;
 
-// Prints "seqto <cmd>: error: <message>" to stderr and returns the exit code.
+// Prints "seqto <cmd>: error: <message>" to stderr as one line (newlines in the
+// message become "; ", control characters "?") and returns the exit code.
 int ReportError(const std::string& command, const Error& error);
+// `text` made fit for a one-line message.
+std::string OneLine(const std::string& text);
 // Writes text to a file atomically (temporary file + rename).
 Status WriteTextFile(const std::string& path, const std::string& text);
 

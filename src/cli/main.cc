@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "cli/common.h"
 
@@ -18,10 +19,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : seqto::cli::kExitUserError;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, like every other error (CLI11's own format adds a second one).
+    std::cerr << "seqto: error: " << seqto::cli::OneLine(e.what()) << " (see --help)\n";
+    return seqto::cli::kExitUserError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "seqto: error: out of memory\n";
+    return seqto::cli::kExitUserError;
   } catch (const std::exception& e) {
-    std::cerr << "seqto: internal error: " << e.what() << "\n";
+    std::cerr << "seqto: internal error: " << seqto::cli::OneLine(e.what()) << "\n";
     return seqto::cli::kExitInternalError;
   }
   return exit_code;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -57,6 +58,13 @@ std::string HeaderField(const std::string& header, const std::string& key) {
 }  // namespace
 
 Expected<Tensor> ReadNpy(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) return UserError(path + ": is a directory, expected a .npy file");
+  if (!std::filesystem::exists(status)) return UserError(path + ": no such file");
+  if (!std::filesystem::is_regular_file(status)) return UserError(path + ": not a regular file");
+  const uintmax_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) return UserError(path + ": " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) return UserError(path + ": cannot open file");
   char magic[8];
@@ -75,7 +83,11 @@ Expected<Tensor> ReadNpy(const std::string& path) {
   } else {
     return UserError(path + ": unsupported .npy version " + std::to_string(major));
   }
-  if (header_len > (1u << 20)) return UserError(path + ": header too long");
+  const uint64_t data_start = (major == 1 ? 10 : 12) + static_cast<uint64_t>(header_len);
+  if (header_len > (1u << 20)) return UserError(path + ": header too long (" + std::to_string(header_len) + " bytes)");
+  if (data_start > file_size)
+    return UserError(path + ": truncated header: it declares " + std::to_string(header_len) +
+                     " bytes, but the file ends at byte " + std::to_string(file_size));
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return UserError(path + ": truncated header");
   const DType dtype = DTypeFromDescr(HeaderField(header, "descr"));
@@ -98,11 +110,24 @@ Expected<Tensor> ReadNpy(const std::string& path) {
       return UserError(path + ": bad shape " + shape_text);
     }
   }
-  Tensor t(dtype, shape);
-  const std::streamoff offset = in.tellg();
-  if (t.nbytes() && !in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
-    return UserError(path + ": truncated data: expected " + std::to_string(t.nbytes()) + " bytes from byte " +
-                     std::to_string(offset) + " for " + t.Describe());
+  // Check the size against the file before allocating: the header may lie.
+  uint64_t nbytes = DTypeSize(dtype);
+  bool overflow = false;
+  for (int64_t d : shape) overflow |= __builtin_mul_overflow(nbytes, static_cast<uint64_t>(d), &nbytes);
+  if (NumElements(shape) == 0) nbytes = 0, overflow = false;
+  const uint64_t available = file_size - data_start;
+  const std::string describe = DTypeName(dtype) + "[" + ShapeToString(shape) + "]";
+  if (overflow || nbytes > available)
+    return UserError(path + ": truncated data: " + describe + " needs " + (overflow ? "too many" : std::to_string(nbytes)) +
+                     " bytes from byte " + std::to_string(data_start) + ", but the file ends at byte " +
+                     std::to_string(file_size));
+  if (nbytes < available)
+    return UserError(path + ": " + std::to_string(available - nbytes) + " unexpected bytes after the data of " +
+                     describe + " (which ends at byte " + std::to_string(data_start + nbytes) + ")");
+  Tensor t(dtype, shape, std::make_shared<Storage>(nbytes));
+  if (nbytes && !in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(nbytes)))
+    return UserError(path + ": cannot read " + std::to_string(nbytes) + " bytes of data from byte " +
+                     std::to_string(data_start));
   return t;
 }
 

@@ -1,13 +1,20 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace seqto {
 
 int64_t NumElements(const Shape& shape) {
+  // Saturates instead of overflowing (a corrupt shape must not be undefined
+  // behaviour); a zero extent anywhere gives 0.
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  bool saturated = false;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    if (!saturated && __builtin_mul_overflow(n, d, &n)) saturated = true;
+  }
+  return saturated ? INT64_MAX : n;
 }
 
 std::string ShapeToString(const Shape& shape) {

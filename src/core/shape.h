@@ -11,6 +11,7 @@ namespace seqto {
 
 using Shape = std::vector<int64_t>;
 
+// Product of the extents; INT64_MAX if that overflows.
 int64_t NumElements(const Shape& shape);
 // "1x3x224x224"; "scalar" for rank 0.
 std::string ShapeToString(const Shape& shape);

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -7,6 +8,7 @@
 namespace seqto {
 
 Storage::Storage(size_t cap) : capacity(cap) {
+  if (cap > (SIZE_MAX >> 1)) throw std::bad_alloc();  // also keeps the rounding below from wrapping
   const size_t rounded = ((cap + 63) / 64) * 64;
   data = static_cast<std::byte*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
   if (!data) throw std::bad_alloc();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,7 +46,12 @@ class Tensor {
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t dim(int64_t i) const { return shape_[i]; }
   int64_t numel() const { return NumElements(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
+  // SIZE_MAX when the shape is too large to exist (allocating it then fails).
+  size_t nbytes() const {
+    size_t n;
+    if (numel() < 0 || __builtin_mul_overflow(static_cast<size_t>(numel()), DTypeSize(dtype_), &n)) return SIZE_MAX;
+    return n;
+  }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   void* raw() { return storage_ ? storage_->data : nullptr; }

@@ -7,6 +7,7 @@
 namespace seqto::ir {
 
 std::string ValueInfo::Describe() const {
+  if (!other_type.empty()) return other_type;
   std::string s = DTypeName(dtype) + "[";
   if (!shape) return s + "?]";
   for (size_t i = 0; i < shape->size(); ++i) {

@@ -31,7 +31,7 @@ struct Attribute {
 // A dimension is either a known extent or a symbolic name ("batch", "N") or unknown.
 struct Dim {
   int64_t value = -1;  // -1 when not known
-  std::string param;   // symbolic name, if any
+  std::string param{};  // symbolic name, if any
   bool known() const { return value >= 0; }
 };
 
@@ -39,6 +39,12 @@ struct ValueInfo {
   std::string name;
   DType dtype = DType::kUndefined;
   std::optional<std::vector<Dim>> shape;  // nullopt: rank unknown
+  // Values that are not plain tensors (sequences, maps, optionals, sparse tensors):
+  // a readable type ("sequence(float32)") and the serialized ONNX TypeProto, kept
+  // verbatim so the model round-trips. Both empty for tensors.
+  std::string other_type{};
+  std::string raw_type_proto{};
+  bool is_tensor() const { return other_type.empty(); }
   // "float32[batch x 3 x 224 x 224]"
   std::string Describe() const;
 };

@@ -3,11 +3,19 @@
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <google/protobuf/stubs/logging.h>
+#include <onnx/defs/schema.h>
+
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "onnxio/infer_guard.h"
 #include "onnxio/proto_convert.h"
 #include "onnxio/wire_scan.h"
 
@@ -15,24 +23,112 @@ namespace seqto::onnxio {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// protobuf logs some parse problems to stderr itself; seqto reports errors as one
+// line of its own, so those logs are dropped.
+void SilenceProtobufLogs() {
+  static const bool once = [] {
+    google::protobuf::SetLogHandler(nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
+// The newest opset of `domain` that this build's ONNX library knows (0 if none).
+int64_t KnownOpsetLimit(const std::string& domain) {
+  const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = map.find(domain.empty() ? onnx::ONNX_DOMAIN : domain);
+  return it == map.end() ? 0 : it->second.second;
+}
+
+int64_t OpsetOf(const std::map<std::string, int64_t>& opsets, const std::string& domain) {
+  auto it = opsets.find(domain == "ai.onnx" ? "" : domain);
+  return it == opsets.end() ? 0 : it->second;
+}
+
+// Checks every node whose op ONNX defines (at the model's opset) against its schema:
+// input and output counts, required inputs, attribute names and types. Kernels and
+// ONNX's shape inference rely on this; ops ONNX does not know are left to the
+// runtime, which reports them as unsupported.
+Status VerifyNodeSchemas(const onnx::GraphProto& g, const std::map<std::string, int64_t>& opsets,
+                         const std::vector<std::string>& names, int depth) {
+  if (depth > 32) return UserError("subgraphs are nested more than 32 deep");
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    const std::string name = i < static_cast<int>(names.size()) ? names[i] : n.name();
+    const int64_t opset = OpsetOf(opsets, n.domain());
+    const std::string where = "node '" + name + "' (" + n.op_type() + "), opset " + std::to_string(opset);
+    for (const auto& a : n.attribute()) {
+      std::vector<const onnx::GraphProto*> subgraphs;
+      if (a.has_g()) subgraphs.push_back(&a.g());
+      for (const auto& sg : a.graphs()) subgraphs.push_back(&sg);
+      for (const auto* sg : subgraphs)
+        if (Status s = VerifyNodeSchemas(*sg, opsets, {}, depth + 1); !s.ok())
+          return std::move(s).WithContext(where + ": attribute '" + a.name() + "'");
+    }
+    if (opset <= 0 || opset > KnownOpsetLimit(n.domain())) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset),
+                                                                  n.domain() == "ai.onnx" ? "" : n.domain());
+    if (!schema) continue;
+    try {
+      schema->Verify(n);
+    } catch (const std::exception& e) {
+      return UserError(where + ": " + e.what());
+    }
+  }
+  return Status::Ok();
+}
+
+bool KnowsAllOpsets(const ir::Model& model) {
+  for (const auto& [domain, version] : model.opsets)
+    if (domain.empty() || domain == "ai.onnx.ml")
+      if (version > KnownOpsetLimit(domain)) return false;
+  return true;
+}
+
+}  // namespace
+
 Expected<ir::Model> LoadModelFromBytes(const std::string& bytes, const std::string& base_dir,
                                        const std::string& display_name, const LoadOptions& options) {
-  onnx::ModelProto proto;
+  SilenceProtobufLogs();
+  const std::string size_text = std::to_string(bytes.size()) + " bytes";
   if (bytes.empty()) return UserError(display_name + ": file is empty");
+  if (bytes.size() > static_cast<size_t>(INT32_MAX))
+    return UserError(display_name + ": file is " + size_text +
+                     "; ONNX files cannot exceed 2 GiB (large weights belong in external data)");
+  onnx::ModelProto proto;
   if (!proto.ParseFromString(bytes)) {
     const WireProblem problem = FindWireProblem(bytes);
     if (problem.found)
       return UserError(display_name + ": not a valid ONNX model: " + problem.what + " at byte offset " +
-                       std::to_string(problem.offset) + " (file is " + std::to_string(bytes.size()) + " bytes)");
-    return UserError(display_name + ": not a valid ONNX model (protobuf parsing failed; file is " +
-                     std::to_string(bytes.size()) + " bytes)");
+                       std::to_string(problem.offset) + " (file is " + size_text + ")");
+    return UserError(display_name + ": not a valid ONNX model (protobuf parsing failed; file is " + size_text + ")");
   }
-  if (!proto.has_graph()) return UserError(display_name + ": not an ONNX model (no graph)");
+  // A file cut at a field boundary parses; what is missing then tells.
+  const std::string cut_hint = " (the file ends at byte offset " + std::to_string(bytes.size()) + ": truncated?)";
+  if (!proto.has_graph()) return UserError(display_name + ": not a valid ONNX model: it has no graph" + cut_hint);
+  if (proto.opset_import_size() == 0) {
+    if (proto.ir_version() >= 3)
+      return UserError(display_name + ": not a valid ONNX model: it imports no opset" + cut_hint);
+    proto.add_opset_import()->set_version(1);  // IR versions 1-2: ai.onnx opset 1 is implied
+  }
+  FillAttributeTypes(proto.mutable_graph());
   auto model = ModelFromProto(proto, base_dir);
   if (!model) return std::move(model).WithContext(display_name);
   model->path = display_name;
   if (options.name_nodes) model->graph.NameNodes();
-  if (options.infer_shapes) {
+  std::vector<std::string> names;
+  for (const auto& n : model->graph.nodes) names.push_back(n.name);
+  if (Status s = VerifyNodeSchemas(proto.graph(), model->opsets, names, 0); !s.ok())
+    return std::move(s).WithContext(display_name);
+  // ONNX requires nodes in topological order; some producers do not quite manage.
+  if (Status s = model->graph.TopologicalSort(); !s.ok()) return std::move(s).WithContext(display_name);
+  // Every value defined before use, produced once: ONNX's shape inference and every
+  // later stage rely on it.
+  if (options.name_nodes)
+    if (Status s = model->graph.Verify(); !s.ok()) return std::move(s).WithContext(display_name);
+  if (options.infer_shapes && KnowsAllOpsets(*model)) {
     if (Status s = InferShapes(*model); !s.ok()) return std::move(s).WithContext(display_name);
   }
   return model;
@@ -40,13 +136,25 @@ Expected<ir::Model> LoadModelFromBytes(const std::string& bytes, const std::stri
 
 Expected<ir::Model> LoadModel(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return UserError(path + ": is a directory, expected an .onnx file");
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    return UserError(path + ": " + ec.message());
+  if (!fs::exists(st)) return UserError(path + ": no such file");
+  if (fs::is_directory(st)) return UserError(path + ": is a directory, expected an .onnx file");
+  if (!fs::is_regular_file(st)) return UserError(path + ": not a regular file");
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return UserError(path + ": " + ec.message());
+  if (size > static_cast<uintmax_t>(INT32_MAX))
+    return UserError(path + ": file is " + std::to_string(size) +
+                     " bytes; ONNX files cannot exceed 2 GiB (large weights belong in external data)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return UserError(path + ": cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  if (!in) return UserError(path + ": cannot open file: " + std::strerror(errno));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (size && !in.read(bytes.data(), static_cast<std::streamsize>(size)))
+    return UserError(path + ": cannot read file (" + std::to_string(in.gcount()) + " of " + std::to_string(size) +
+                     " bytes read)");
   const std::string base = fs::path(path).parent_path().string();
-  return LoadModelFromBytes(ss.str(), base.empty() ? "." : base, path, options);
+  return LoadModelFromBytes(bytes, base.empty() ? "." : base, path, options);
 }
 
 Expected<std::string> SerializeModel(const ir::Model& model) {
@@ -111,13 +219,58 @@ Status CheckModel(const ir::Model& model) {
   return Status::Ok();
 }
 
+namespace {
+
+// After inference, finds the top-level node a guard refused (for the message).
+std::string FindRefusedNode(const onnx::ModelProto& proto, const ir::Model& model) {
+  std::map<std::string, int64_t> ranks;
+  auto add = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& v : proto.graph().input()) add(v);
+  for (const auto& v : proto.graph().value_info()) add(v);
+  for (const auto& v : proto.graph().output()) add(v);
+  for (const auto& t : proto.graph().initializer()) ranks[t.name()] = t.dims_size();
+  for (const auto& n : proto.graph().node()) {
+    NodeView view;
+    view.op_type = n.op_type();
+    view.domain = n.domain();
+    view.num_inputs = static_cast<size_t>(n.input_size());
+    view.attribute = [&n](const std::string& name) -> const onnx::AttributeProto* {
+      for (const auto& a : n.attribute())
+        if (a.name() == name) return &a;
+      return nullptr;
+    };
+    view.input_rank = [&](size_t i) -> int64_t {
+      if (i >= static_cast<size_t>(n.input_size())) return -1;
+      auto it = ranks.find(n.input(static_cast<int>(i)));
+      return it == ranks.end() ? -1 : it->second;
+    };
+    const std::string problem = CheckNodeForInference(view);
+    if (!problem.empty()) {
+      auto opset = model.opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
+      return "node '" + n.name() + "' (" + n.op_type() + "), opset " +
+             std::to_string(opset == model.opsets.end() ? 0 : opset->second) + ": " + problem;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Status InferShapes(ir::Model& model) {
   onnx::ModelProto proto;
   ModelToProto(model, &proto);
+  GuardedSchemaRegistry registry;
   try {
-    onnx::shape_inference::InferShapes(proto);
+    onnx::shape_inference::InferShapes(proto, &registry);
   } catch (const std::exception& e) {
     return UserError(std::string("ONNX shape inference: ") + e.what());
+  }
+  if (const auto problems = registry.problems(); !problems.empty()) {
+    const std::string where = FindRefusedNode(proto, model);
+    return UserError(where.empty() ? "a " + problems.front() + " (in a subgraph)" : where);
   }
   std::vector<ir::ValueInfo> infos;
   for (const auto& vi : proto.graph().value_info()) {

@@ -1,5 +1,6 @@
 #include "onnxio/proto_convert.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,36 +31,58 @@ Expected<std::string> ResolveExternalPath(const std::string& base_dir, const std
   return full.string();
 }
 
-Expected<std::string> ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir,
-                                       size_t expected_bytes) {
+// Opens the external data of `proto`, checks that [offset, offset + length) lies in
+// the file and that length is what the tensor's type and shape need, and reads it
+// into `dst` (nbytes bytes).
+Status ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir, void* dst, size_t nbytes) {
+  const std::string what = "tensor '" + proto.name() + "'";
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
     try {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      size_t used = 0;
+      if (kv.key() == "location") {
+        location = kv.value();
+      } else if (kv.key() == "offset") {
+        offset = std::stoll(kv.value(), &used);
+        if (used != kv.value().size()) throw std::invalid_argument(kv.value());
+      } else if (kv.key() == "length") {
+        length = std::stoll(kv.value(), &used);
+        if (used != kv.value().size()) throw std::invalid_argument(kv.value());
+      }
     } catch (...) {
-      return UserError("initializer '" + proto.name() + "': bad external data field '" + kv.key() + "'");
+      return UserError(what + ": bad external data field " + kv.key() + "='" + kv.value() + "'");
     }
   }
   SEQTO_ASSIGN_OR_RETURN(std::string path, ResolveExternalPath(base_dir, location, proto.name()));
-  if (length < 0) length = static_cast<int64_t>(expected_bytes);
-  if (offset < 0) return UserError("initializer '" + proto.name() + "': negative external data offset");
+  if (offset < 0) return UserError(what + ": negative external data offset " + std::to_string(offset));
+  if (length >= 0 && static_cast<uint64_t>(length) != nbytes)
+    return UserError(what + ": external data length " + std::to_string(length) + " does not match the " +
+                     std::to_string(nbytes) + " bytes its type and shape need");
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    return UserError(what + ": external data file " + path + (fs::exists(path, ec) ? " is not a regular file" : " does not exist"));
+  const uintmax_t file_size = fs::file_size(path, ec);
+  if (ec) return UserError(what + ": cannot read external data file " + path + ": " + ec.message());
+  if (static_cast<uint64_t>(offset) > file_size || nbytes > file_size - static_cast<uint64_t>(offset))
+    return UserError(what + ": external data file " + path + " is too short (needs " + std::to_string(nbytes) +
+                     " bytes from byte " + std::to_string(offset) + ", file is " + std::to_string(file_size) + " bytes)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return UserError("initializer '" + proto.name() + "': cannot open external data file " + path);
+  if (!in) return UserError(what + ": cannot open external data file " + path);
   in.seekg(offset);
-  std::string bytes(static_cast<size_t>(length), '\0');
-  if (!in.read(bytes.data(), length))
-    return UserError("initializer '" + proto.name() + "': external data file " + path + " is too short (needs " +
-                     std::to_string(offset + length) + " bytes)");
-  return bytes;
+  if (nbytes && !in.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes)))
+    return UserError(what + ": cannot read " + std::to_string(nbytes) + " bytes at byte " + std::to_string(offset) +
+                     " of external data file " + path);
+  return Status::Ok();
 }
 
 template <typename Src, typename Dst>
 void CopyField(const google::protobuf::RepeatedField<Src>& field, Dst* out) {
   for (int i = 0; i < field.size(); ++i) out[i] = static_cast<Dst>(field.Get(i));
 }
+
+// Largest tensor a model may declare (protects against corrupt sizes).
+constexpr uint64_t kMaxTensorBytes = 64ull << 30;
 
 }  // namespace
 
@@ -69,73 +92,69 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   if (!IsSupportedDType(dtype)) return UserError(what + ": unsupported data type " + DTypeName(dtype));
   if (proto.has_segment()) return UserError(what + ": segmented tensors are not supported");
   Shape shape(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : shape)
-    if (d < 0) return UserError(what + ": negative dimension");
-  // Guard against absurd sizes before allocating (a corrupt file must not OOM us).
-  const long double elems = [&] {
-    long double n = 1;
-    for (int64_t d : shape) n *= static_cast<long double>(d);
-    return n;
-  }();
-  if (elems * DTypeSize(dtype) > 64.0L * (1ull << 30)) return UserError(what + ": declared size exceeds 64 GiB");
-  Tensor t(dtype, shape);
-  const size_t nbytes = t.nbytes();
-  const int64_t n = t.numel();
+  // Validate the declared size before allocating anything: a corrupt file must
+  // neither overflow the arithmetic nor make us allocate what it does not contain.
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0) return UserError(what + ": negative dimension " + std::to_string(d));
+    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel);
+  }
+  uint64_t nbytes = 0;
+  overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(DTypeSize(dtype)), &nbytes);
+  if (numel == 0) overflow = false, nbytes = 0;
+  if (overflow || nbytes > kMaxTensorBytes) return UserError(what + ": declared size exceeds 64 GiB");
+  const std::string describe = DTypeName(dtype) + "[" + ShapeToString(shape) + "]";
 
-  auto from_bytes = [&](const std::string& bytes) -> Status {
-    if (bytes.size() != nbytes)
-      return UserError(what + ": has " + std::to_string(bytes.size()) + " bytes of data, expected " +
-                       std::to_string(nbytes) + " for " + t.Describe());
-    if (nbytes) std::memcpy(t.raw(), bytes.data(), nbytes);
-    return Status::Ok();
-  };
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    SEQTO_ASSIGN_OR_RETURN(std::string bytes, ReadExternalData(proto, base_dir, nbytes));
-    SEQTO_RETURN_IF_ERROR(from_bytes(bytes));
+    Tensor t(dtype, shape, std::make_shared<Storage>(nbytes));
+    SEQTO_RETURN_IF_ERROR(ReadExternalData(proto, base_dir, t.raw(), nbytes));
     return t;
   }
   if (proto.has_raw_data()) {
-    SEQTO_RETURN_IF_ERROR(from_bytes(proto.raw_data()));
+    const std::string& bytes = proto.raw_data();
+    if (bytes.size() != nbytes)
+      return UserError(what + ": has " + std::to_string(bytes.size()) + " bytes of data, expected " +
+                       std::to_string(nbytes) + " for " + describe);
+    Tensor t(dtype, shape, std::make_shared<Storage>(nbytes));
+    if (nbytes) std::memcpy(t.raw(), bytes.data(), nbytes);
     return t;
   }
   auto check_count = [&](int count) -> Status {
-    if (count != n)
-      return UserError(what + ": has " + std::to_string(count) + " values, expected " + std::to_string(n) + " for " +
-                       t.Describe());
+    if (static_cast<uint64_t>(count) != numel)
+      return UserError(what + ": has " + std::to_string(count) + " values, expected " + std::to_string(numel) +
+                       " for " + describe);
     return Status::Ok();
   };
+  int count = 0;
   switch (dtype) {
-    case DType::kFloat32:
-      SEQTO_RETURN_IF_ERROR(check_count(proto.float_data_size()));
-      CopyField(proto.float_data(), t.data<float>());
-      break;
-    case DType::kFloat64:
-      SEQTO_RETURN_IF_ERROR(check_count(proto.double_data_size()));
-      CopyField(proto.double_data(), t.data<double>());
-      break;
-    case DType::kInt64:
-      SEQTO_RETURN_IF_ERROR(check_count(proto.int64_data_size()));
-      CopyField(proto.int64_data(), t.data<int64_t>());
-      break;
+    case DType::kFloat32: count = proto.float_data_size(); break;
+    case DType::kFloat64: count = proto.double_data_size(); break;
+    case DType::kInt64: count = proto.int64_data_size(); break;
     case DType::kUInt32:
-      SEQTO_RETURN_IF_ERROR(check_count(proto.uint64_data_size()));
-      CopyField(proto.uint64_data(), t.data<uint32_t>());
-      break;
-    case DType::kUInt64:
-      SEQTO_RETURN_IF_ERROR(check_count(proto.uint64_data_size()));
-      CopyField(proto.uint64_data(), t.data<uint64_t>());
-      break;
-    case DType::kInt32: SEQTO_RETURN_IF_ERROR(check_count(proto.int32_data_size())); CopyField(proto.int32_data(), t.data<int32_t>()); break;
-    case DType::kInt16: SEQTO_RETURN_IF_ERROR(check_count(proto.int32_data_size())); CopyField(proto.int32_data(), t.data<int16_t>()); break;
+    case DType::kUInt64: count = proto.uint64_data_size(); break;
+    default: count = proto.int32_data_size(); break;
+  }
+  SEQTO_RETURN_IF_ERROR(check_count(count));
+  Tensor t(dtype, shape, std::make_shared<Storage>(nbytes));
+  switch (dtype) {
+    case DType::kFloat32: CopyField(proto.float_data(), t.data<float>()); break;
+    case DType::kFloat64: CopyField(proto.double_data(), t.data<double>()); break;
+    case DType::kInt64: CopyField(proto.int64_data(), t.data<int64_t>()); break;
+    case DType::kUInt32: CopyField(proto.uint64_data(), t.data<uint32_t>()); break;
+    case DType::kUInt64: CopyField(proto.uint64_data(), t.data<uint64_t>()); break;
+    case DType::kInt32: CopyField(proto.int32_data(), t.data<int32_t>()); break;
+    case DType::kInt16: CopyField(proto.int32_data(), t.data<int16_t>()); break;
     case DType::kUInt16:
     case DType::kFloat16:
-    case DType::kBFloat16:
-      SEQTO_RETURN_IF_ERROR(check_count(proto.int32_data_size()));
-      CopyField(proto.int32_data(), t.data<uint16_t>());
+    case DType::kBFloat16: CopyField(proto.int32_data(), t.data<uint16_t>()); break;
+    case DType::kInt8: CopyField(proto.int32_data(), t.data<int8_t>()); break;
+    case DType::kUInt8: CopyField(proto.int32_data(), t.data<uint8_t>()); break;
+    case DType::kBool: {
+      bool* out = t.data<bool>();
+      for (int i = 0; i < proto.int32_data_size(); ++i) out[i] = proto.int32_data(i) != 0;
       break;
-    case DType::kInt8: SEQTO_RETURN_IF_ERROR(check_count(proto.int32_data_size())); CopyField(proto.int32_data(), t.data<int8_t>()); break;
-    case DType::kUInt8: SEQTO_RETURN_IF_ERROR(check_count(proto.int32_data_size())); CopyField(proto.int32_data(), t.data<uint8_t>()); break;
-    case DType::kBool: SEQTO_RETURN_IF_ERROR(check_count(proto.int32_data_size())); CopyField(proto.int32_data(), t.data<bool>()); break;
+    }
     default: return UserError(what + ": unsupported data type " + DTypeName(dtype));
   }
   return t;
@@ -148,22 +167,58 @@ void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorPr
   proto->set_raw_data(std::string(static_cast<const char*>(tensor.raw()), tensor.nbytes()));
 }
 
+namespace {
+
+// A readable name for a type: "float32[2x3]", "sequence(float32[?])", ...
+std::string TypeText(const onnx::TypeProto& t, int depth = 0) {
+  if (depth > 16) return "...";
+  auto elem = [](int32_t e) { return DTypeName(static_cast<DType>(e)); };
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      std::string s = elem(t.tensor_type().elem_type());
+      if (!t.tensor_type().has_shape()) return s + "[?]";
+      s += "[";
+      for (int i = 0; i < t.tensor_type().shape().dim_size(); ++i) {
+        const auto& d = t.tensor_type().shape().dim(i);
+        if (i) s += "x";
+        s += d.has_dim_value() ? std::to_string(d.dim_value()) : d.has_dim_param() ? d.dim_param() : "?";
+      }
+      return s + "]";
+    }
+    case onnx::TypeProto::kSequenceType:
+      return "sequence(" + TypeText(t.sequence_type().elem_type(), depth + 1) + ")";
+    case onnx::TypeProto::kMapType:
+      return "map(" + elem(t.map_type().key_type()) + ", " + TypeText(t.map_type().value_type(), depth + 1) + ")";
+    case onnx::TypeProto::kOptionalType:
+      return "optional(" + TypeText(t.optional_type().elem_type(), depth + 1) + ")";
+    case onnx::TypeProto::kSparseTensorType: return "sparse_tensor(" + elem(t.sparse_tensor_type().elem_type()) + ")";
+    default: return "unknown type";
+  }
+}
+
+}  // namespace
+
 Expected<ir::ValueInfo> ValueInfoFromProto(const onnx::ValueInfoProto& p) {
   ir::ValueInfo v;
   v.name = p.name();
-  if (p.type().has_tensor_type()) {
-    const auto& tt = p.type().tensor_type();
-    v.dtype = static_cast<DType>(tt.elem_type());
-    if (tt.has_shape()) {
-      std::vector<ir::Dim> dims;
-      for (const auto& d : tt.shape().dim()) {
-        ir::Dim dim;
-        if (d.has_dim_value()) dim.value = d.dim_value();
-        else if (d.has_dim_param()) dim.param = d.dim_param();
-        dims.push_back(dim);
-      }
-      v.shape = std::move(dims);
+  if (!p.has_type()) return v;
+  if (!p.type().has_tensor_type()) {
+    // Sequences, maps, optionals, ...: kept verbatim (seqto does not compute on them).
+    v.other_type = TypeText(p.type());
+    v.raw_type_proto = p.type().SerializeAsString();
+    return v;
+  }
+  const auto& tt = p.type().tensor_type();
+  v.dtype = static_cast<DType>(tt.elem_type());
+  if (tt.has_shape()) {
+    std::vector<ir::Dim> dims;
+    for (const auto& d : tt.shape().dim()) {
+      ir::Dim dim;
+      if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
+      else if (d.has_dim_param()) dim.param = d.dim_param();
+      dims.push_back(dim);
     }
+    v.shape = std::move(dims);
   }
   return v;
 }
@@ -172,6 +227,11 @@ namespace {
 
 void ValueInfoToProto(const ir::ValueInfo& v, onnx::ValueInfoProto* p) {
   p->set_name(v.name);
+  if (!v.is_tensor()) {
+    p->mutable_type()->ParseFromString(v.raw_type_proto);
+    return;
+  }
+  if (v.dtype == DType::kUndefined && !v.shape) return;  // no type information
   auto* tt = p->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(static_cast<int32_t>(v.dtype));
   if (v.shape) {
@@ -184,14 +244,47 @@ void ValueInfoToProto(const ir::ValueInfo& v, onnx::ValueInfoProto* p) {
   }
 }
 
+// The attribute's type; old files (IR version 1-2) may leave it unset, so it is then
+// inferred from which field holds a value.
+onnx::AttributeProto::AttributeType AttributeTypeOf(const onnx::AttributeProto& a) {
+  if (a.type() != onnx::AttributeProto::UNDEFINED) return a.type();
+  if (a.has_f()) return onnx::AttributeProto::FLOAT;
+  if (a.has_i()) return onnx::AttributeProto::INT;
+  if (a.has_s()) return onnx::AttributeProto::STRING;
+  if (a.has_t()) return onnx::AttributeProto::TENSOR;
+  if (a.has_g()) return onnx::AttributeProto::GRAPH;
+  if (a.floats_size()) return onnx::AttributeProto::FLOATS;
+  if (a.ints_size()) return onnx::AttributeProto::INTS;
+  if (a.strings_size()) return onnx::AttributeProto::STRINGS;
+  return onnx::AttributeProto::UNDEFINED;
+}
+
+}  // namespace
+
+void FillAttributeTypes(onnx::GraphProto* graph, int depth) {
+  if (depth > 64) return;
+  for (auto& node : *graph->mutable_node())
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.type() == onnx::AttributeProto::UNDEFINED) a.set_type(AttributeTypeOf(a));
+      if (a.has_g()) FillAttributeTypes(a.mutable_g(), depth + 1);
+      for (auto& g : *a.mutable_graphs()) FillAttributeTypes(&g, depth + 1);
+    }
+}
+
+namespace {
+
 Expected<ir::Attribute> AttributeFromProto(const onnx::AttributeProto& a, const std::string& base_dir) {
   ir::Attribute out;
   using T = ir::Attribute::Type;
-  switch (a.type()) {
+  switch (AttributeTypeOf(a)) {
     case onnx::AttributeProto::FLOAT: out.type = T::kFloat; out.f = a.f(); break;
     case onnx::AttributeProto::INT: out.type = T::kInt; out.i = a.i(); break;
     case onnx::AttributeProto::STRING: out.type = T::kString; out.s = a.s(); break;
     case onnx::AttributeProto::TENSOR: {
+      if (!IsSupportedDType(static_cast<DType>(a.t().data_type()))) {
+        out.type = T::kOther;  // e.g. a string tensor: kept verbatim, an op that needs it will say so
+        break;
+      }
       out.type = T::kTensor;
       SEQTO_ASSIGN_OR_RETURN(out.t, TensorFromProto(a.t(), base_dir));
       break;
@@ -199,9 +292,10 @@ Expected<ir::Attribute> AttributeFromProto(const onnx::AttributeProto& a, const 
     case onnx::AttributeProto::FLOATS: out.type = T::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
     case onnx::AttributeProto::INTS: out.type = T::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
     case onnx::AttributeProto::STRINGS: out.type = T::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case onnx::AttributeProto::GRAPH: out.type = T::kGraph; break;
     default:
-      // Graphs, sparse tensors, type protos: kept verbatim so a model round-trips.
-      out.type = a.type() == onnx::AttributeProto::GRAPH ? T::kGraph : T::kOther;
+      // Graph lists, sparse tensors, type protos: kept verbatim so a model round-trips.
+      out.type = T::kOther;
       break;
   }
   out.raw_proto = a.SerializeAsString();
@@ -235,7 +329,15 @@ Expected<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const std::str
   m.ir_version = proto.ir_version();
   m.producer_name = proto.producer_name();
   m.producer_version = proto.producer_version();
-  for (const auto& op : proto.opset_import()) m.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+  for (const auto& op : proto.opset_import()) {
+    const std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    if (op.version() < 1)
+      return UserError("opset_import: version " + std::to_string(op.version()) + " of domain '" +
+                       (domain.empty() ? "ai.onnx" : domain) + "' is not a valid opset");
+    if (m.opsets.count(domain))
+      return UserError("opset_import: domain '" + (domain.empty() ? "ai.onnx" : domain) + "' is imported twice");
+    m.opsets[domain] = op.version();
+  }
   for (const auto& kv : proto.metadata_props()) m.metadata[kv.key()] = kv.value();
   if (proto.functions_size() > 0) return UserError("model-local functions are not supported");
   const auto& g = proto.graph();
@@ -243,8 +345,11 @@ Expected<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const std::str
   graph.name = g.name();
   if (g.sparse_initializer_size() > 0) return UserError("sparse initializers are not supported");
   for (const auto& init : g.initializer()) {
-    SEQTO_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, base_dir));
-    graph.initializers[init.name()] = std::move(t);
+    if (init.name().empty()) return UserError("an initializer has no name");
+    if (graph.initializers.count(init.name())) return UserError("initializer '" + init.name() + "' is defined twice");
+    auto t = TensorFromProto(init, base_dir);
+    if (!t) return UserError("initializer" + t.error().message.substr(t.error().message.find(' ')));
+    graph.initializers[init.name()] = std::move(*t);
   }
   for (const auto& in : g.input()) {
     if (graph.initializers.count(in.name())) continue;  // old-style: initializers listed as inputs
@@ -316,6 +421,20 @@ void ModelToProto(const ir::Model& model, onnx::ModelProto* proto, size_t extern
     }
   }
   for (const auto& v : graph.inputs) ValueInfoToProto(v, g->add_input());
+  if (model.ir_version < 4) {
+    // Before IR version 4 every initializer must also be listed as a graph input.
+    for (const auto& [name, t] : graph.initializers) {
+      const std::string& init_name = name;  // (structured bindings cannot be captured before C++20 compilers catch up)
+      if (std::any_of(graph.inputs.begin(), graph.inputs.end(), [&](const ir::ValueInfo& in) { return in.name == init_name; }))
+        continue;  // already listed
+      ir::ValueInfo v;
+      v.name = name;
+      v.dtype = t.dtype();
+      v.shape.emplace();
+      for (int64_t d : t.shape()) v.shape->push_back(ir::Dim{d, ""});
+      ValueInfoToProto(v, g->add_input());
+    }
+  }
   for (const auto& v : graph.outputs) ValueInfoToProto(v, g->add_output());
   for (const auto& v : graph.value_infos) ValueInfoToProto(v, g->add_value_info());
   for (const auto& n : graph.nodes) {

@@ -17,6 +17,10 @@ void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorPr
 
 Expected<ir::ValueInfo> ValueInfoFromProto(const onnx::ValueInfoProto& proto);
 
+// Old files (IR versions 1-2) may leave AttributeProto.type unset; this sets it from
+// the field that holds the value, in the graph and its subgraphs.
+void FillAttributeTypes(onnx::GraphProto* graph, int depth = 0);
+
 Expected<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const std::string& base_dir);
 // external_threshold/data_file: initializers of at least that many bytes are
 // written to `data_file` (a name relative to the model) and appended to `data_bytes`.

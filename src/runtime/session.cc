@@ -1,6 +1,8 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <new>
+#include <stdexcept>
 #include <map>
 
 #include "core/parallel.h"
@@ -41,16 +43,37 @@ struct Session::Step {
   std::vector<int> release;  // values whose last use is this step
 };
 
+// Thrown by Context::Allocate for a request that cannot be a real tensor; RunKernel
+// turns it into an error naming the node.
+struct AllocationError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Session::Context final : public ops::KernelContext {
  public:
-  Context(BufferPool* pool, std::vector<const Tensor*> inputs, const std::vector<int>& outputs) : pool_(pool) {
+  Context(BufferPool* pool, size_t max_bytes, std::vector<const Tensor*> inputs, const std::vector<int>& outputs)
+      : pool_(pool), max_bytes_(max_bytes) {
     inputs_ = std::move(inputs);
     outputs_.resize(outputs.size());
     output_wanted_.resize(outputs.size());
     for (size_t i = 0; i < outputs.size(); ++i) output_wanted_[i] = outputs[i] >= 0;
   }
   Tensor& Allocate(int i, DType dtype, Shape shape) override {
-    const size_t bytes = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+    if (i < 0 || i >= num_outputs())
+      throw AllocationError("kernel allocated output " + std::to_string(i) + " but the node has " +
+                            std::to_string(num_outputs()) + " outputs");
+    uint64_t bytes = DTypeSize(dtype);
+    if (bytes == 0) throw AllocationError("cannot allocate output " + std::to_string(i) + " of type " + DTypeName(dtype));
+    bool overflow = false;
+    for (int64_t d : shape) {
+      if (d < 0)
+        throw AllocationError("output " + std::to_string(i) + " would have negative shape " + ShapeToString(shape));
+      overflow |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+    }
+    if (NumElements(shape) == 0) bytes = 0, overflow = false;
+    if (overflow || bytes > max_bytes_)
+      throw AllocationError("output " + std::to_string(i) + " (" + DTypeName(dtype) + "[" + ShapeToString(shape) +
+                            "]) exceeds the " + std::to_string(max_bytes_) + "-byte tensor size limit");
     auto storage = pool_ ? pool_->Acquire(bytes) : std::make_shared<Storage>(bytes);
     outputs_[i] = Tensor(dtype, std::move(shape), std::move(storage));
     return outputs_[i];
@@ -59,6 +82,7 @@ class Session::Context final : public ops::KernelContext {
 
  private:
   BufferPool* pool_;
+  size_t max_bytes_;
 };
 
 Session::~Session() = default;
@@ -76,17 +100,35 @@ Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const
   s->options_ = options;
   s->pool_ = std::make_unique<BufferPool>();
   if (options.threads > 0) SetNumThreads(options.threads);
-  SEQTO_RETURN_IF_ERROR(model.graph.Verify());
+  bool unnamed = false;
+  for (const auto& n : model.graph.nodes) unnamed |= n.name.empty();
+  if (!unnamed && !options.optimize) {
+    SEQTO_RETURN_IF_ERROR(model.graph.Verify());
+    SEQTO_RETURN_IF_ERROR(s->Plan(model));
+    return s;
+  }
+  ir::Model prepared = model;  // cheap: tensors share their storage
+  if (unnamed) prepared.graph.NameNodes();  // a model built in code may leave names out
+  SEQTO_RETURN_IF_ERROR(prepared.graph.Verify());
   if (options.optimize) {
-    ir::Model optimized = model;
     rewrite::OptimizeOptions opt;
     opt.keep_values = options.keep_values;
-    SEQTO_RETURN_IF_ERROR(rewrite::Optimize(optimized.graph, opt));
-    SEQTO_RETURN_IF_ERROR(s->Plan(optimized));
-  } else {
-    SEQTO_RETURN_IF_ERROR(s->Plan(model));
+    SEQTO_RETURN_IF_ERROR(rewrite::Optimize(prepared.graph, opt));
   }
+  SEQTO_RETURN_IF_ERROR(s->Plan(prepared));
   return s;
+}
+
+Status Session::RunKernel(ops::Kernel& kernel, Context& ctx) {
+  try {
+    return kernel.Run(ctx);
+  } catch (const AllocationError& e) {
+    return UserError(e.what());
+  } catch (const std::bad_alloc&) {
+    return UserError("out of memory");
+  } catch (const std::exception& e) {
+    return InternalError(std::string("kernel failed: ") + e.what());
+  }
 }
 
 Status Session::Plan(const ir::Model& model) {
@@ -105,7 +147,7 @@ Status Session::Plan(const ir::Model& model) {
   for (const auto& [name, t] : g.initializers) constants_[id_of(name)] = t;
   for (const auto& in : g.inputs) input_ids_.push_back(id_of(in.name));
 
-  const auto& registry = ops::OpRegistry::Global();
+  const auto& registry = options_.registry ? *options_.registry : ops::OpRegistry::Global();
   for (const ir::Node& node : nodes_) {
     Step step;
     step.node = &node;
@@ -127,17 +169,33 @@ Status Session::Plan(const ir::Model& model) {
       init.constant_inputs.push_back(c);
       if (id >= 0 && !c) all_constant = false;
     }
-    auto kernel = def->create(init);
+    Expected<std::unique_ptr<ops::Kernel>> kernel = InternalError("no kernel");
+    try {
+      kernel = def->create(init);
+    } catch (const std::bad_alloc&) {
+      return UserError(where + ": out of memory");
+    } catch (const std::exception& e) {
+      return InternalError(where + ": kernel creation failed: " + e.what());
+    }
     if (!kernel) return Status(kernel.error()).WithContext(where);
+    if (!*kernel) return InternalError(where + ": the op's factory returned no kernel");
     step.kernel = std::move(*kernel);
 
-    if (options_.fold_constants && all_constant) {
+    bool keep = false;  // values hooks may override are computed at run time
+    for (const auto& out : node.outputs) keep |= !out.empty() && options_.keep_values.count(out);
+    if (options_.fold_constants && all_constant && !keep && !step.outputs.empty()) {
       std::vector<const Tensor*> ins;
       for (int id : step.inputs) ins.push_back(id >= 0 ? &constants_[id] : nullptr);
-      Context ctx(nullptr, std::move(ins), step.outputs);
-      if (Status st = step.kernel->Run(ctx); !st.ok()) return std::move(st).WithContext(where);
-      for (size_t i = 0; i < step.outputs.size(); ++i)
-        if (step.outputs[i] >= 0) constants_[step.outputs[i]] = std::move(ctx.outputs()[i]);
+      Context ctx(nullptr, options_.max_tensor_bytes, std::move(ins), step.outputs);
+      if (Status st = RunKernel(*step.kernel, ctx); !st.ok()) return std::move(st).WithContext(where);
+      for (size_t i = 0; i < step.outputs.size(); ++i) {
+        const int id = step.outputs[i];
+        if (id < 0) continue;
+        if (!ctx.outputs()[i].defined())
+          return InternalError(where + ": kernel did not produce output " + std::to_string(i));
+        constants_[id] = std::move(ctx.outputs()[i]);
+        folded_ids_.push_back(id);
+      }
       continue;
     }
     steps_.push_back(std::move(step));
@@ -157,14 +215,19 @@ Status Session::Plan(const ir::Model& model) {
 }
 
 Status Session::CheckInput(const ir::ValueInfo& info, const Tensor& t) const {
-  auto mismatch = [&] {
-    return UserError("input '" + info.name + "': expected " + info.Describe() + ", got " + t.Describe());
+  if (!info.is_tensor())
+    return UserError("input '" + info.name + "' is a " + info.other_type + "; seqto only runs tensor inputs");
+  if (!t.defined()) return UserError("input '" + info.name + "': expected " + info.Describe() + ", got an empty tensor");
+  auto mismatch = [&](const std::string& what) {
+    return UserError("input '" + info.name + "': " + what + ": expected " + info.Describe() +
+                     (info.shape && !info.shape->empty() ? " (any first dimension)" : "") + ", got " + t.Describe());
   };
-  if (info.dtype != DType::kUndefined && info.dtype != t.dtype()) return mismatch();
+  if (info.dtype != DType::kUndefined && info.dtype != t.dtype()) return mismatch("wrong element type");
   if (!info.shape) return Status::Ok();
-  if (info.shape->size() != t.shape().size()) return mismatch();
+  if (info.shape->size() != t.shape().size()) return mismatch("wrong rank");
   for (size_t d = 1; d < t.shape().size(); ++d)  // dimension 0 is the free batch dimension
-    if ((*info.shape)[d].known() && (*info.shape)[d].value != t.shape()[d]) return mismatch();
+    if ((*info.shape)[d].known() && (*info.shape)[d].value != t.shape()[d])
+      return mismatch("wrong size of dimension " + std::to_string(d));
   return Status::Ok();
 }
 
@@ -191,26 +254,43 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
     SEQTO_RETURN_IF_ERROR(CheckInput(inputs_[i], it->second));
     Tensor value = it->second;
     if (hooks && hooks->override_value)
-      if (auto replaced = hooks->override_value(inputs_[i].name, value)) value = std::move(*replaced);
+      if (auto replaced = hooks->override_value(inputs_[i].name, value)) {
+        if (!replaced->defined()) return UserError("override of input '" + inputs_[i].name + "' is an empty tensor");
+        value = std::move(*replaced);
+      }
     if (hooks && hooks->observe) hooks->observe(inputs_[i].name, value);
     values[input_ids_[i]] = std::move(value);
+  }
+  if (hooks && (hooks->observe || hooks->override_value)) {
+    for (int id : folded_ids_) {
+      if (hooks->override_value && hooks->override_value(value_names_[id], values[id]))
+        return UserError("value '" + value_names_[id] +
+                         "' was computed once when the session was created (constant folding), so it cannot be "
+                         "overridden: list it in SessionOptions::keep_values");
+      if (hooks->observe) hooks->observe(value_names_[id], values[id]);
+    }
   }
 
   std::vector<const Tensor*> ins;
   for (Step& step : steps_) {
     ins.clear();
     for (int id : step.inputs) ins.push_back(id >= 0 && values[id].defined() ? &values[id] : nullptr);
-    Context ctx(pool_.get(), ins, step.outputs);
-    if (Status st = step.kernel->Run(ctx); !st.ok())
+    Context ctx(pool_.get(), options_.max_tensor_bytes, ins, step.outputs);
+    if (Status st = RunKernel(*step.kernel, ctx); !st.ok())
       return std::move(st).WithContext(step.node->Describe() + ", opset " + std::to_string(step.opset));
+    auto where = [&] { return step.node->Describe() + ", opset " + std::to_string(step.opset); };
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       const int id = step.outputs[i];
       if (id < 0) continue;
       Tensor& out = ctx.outputs()[i];
       if (!out.defined())
-        return InternalError(step.node->Describe() + ": kernel did not produce output " + std::to_string(i));
+        return InternalError(where() + ": kernel did not produce output " + std::to_string(i));
       if (hooks && hooks->override_value)
-        if (auto replaced = hooks->override_value(value_names_[id], out)) out = std::move(*replaced);
+        if (auto replaced = hooks->override_value(value_names_[id], out)) {
+          if (!replaced->defined())
+            return UserError(where() + ": override of '" + value_names_[id] + "' is an empty tensor");
+          out = std::move(*replaced);
+        }
       if (hooks && hooks->observe) hooks->observe(value_names_[id], out);
       values[id] = std::move(out);
     }

@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "ops/op.h"
+#include "ops/registry.h"
 
 namespace seqto::runtime {
 
@@ -25,16 +26,28 @@ struct SessionOptions {
   // Graph optimizations for inference (BatchNormalization folding, fusion). They may
   // remove intermediate values; list the ones hooks must see in keep_values.
   bool optimize = true;
+  // Values hooks must see or may override. They are also never constant-folded, so
+  // an override of one reaches every consumer (a folded value is computed once at
+  // creation, and kernels may pre-pack it).
   std::set<std::string> keep_values;
+  // The ops to use; nullptr means ops::OpRegistry::Global() (tests add their own).
+  const ops::OpRegistry* registry = nullptr;
+  // Largest tensor a kernel may allocate; a bigger request fails the run with an
+  // error naming the node (a corrupt model must not exhaust memory).
+  size_t max_tensor_bytes = size_t{64} << 30;
 };
 
 // Hooks called while a model runs; both are optional.
 struct RunHooks {
-  // Sees every value right after it is produced (after any override). The tensor is
-  // only valid during the call: copy it (or keep a Tensor copy) to retain it.
+  // Sees every value right after it is produced (after any override): graph inputs,
+  // then values constant-folded at creation, then node outputs in execution order.
+  // Initializers are not observed. The tensor is only valid during the call: keep a
+  // Tensor copy (which keeps its memory from being recycled) or Clone() it.
   std::function<void(const std::string& name, const Tensor& value)> observe;
   // May replace a value: return a tensor to use instead, or nullopt to keep it.
-  // Called for graph inputs and node outputs (this is how fake quantization works).
+  // Called for graph inputs, folded values and node outputs (this is how fake
+  // quantization works); consumers of the value then read the replacement.
+  // Replacing a constant-folded value is an error: list it in keep_values.
   std::function<std::optional<Tensor>(const std::string& name, const Tensor& value)> override_value;
 };
 
@@ -62,6 +75,8 @@ class Session {
 
   Status Plan(const ir::Model& model);
   Status CheckInput(const ir::ValueInfo& info, const Tensor& t) const;
+  // Runs one kernel, turning exceptions (allocation failures, bugs) into errors.
+  static Status RunKernel(ops::Kernel& kernel, Context& ctx);
 
   SessionOptions options_;
   std::vector<ir::Node> nodes_;  // the graph's nodes; steps point into this
@@ -70,6 +85,7 @@ class Session {
   std::map<std::string, int> value_ids_;
   std::vector<Tensor> constants_;            // by value id (undefined if not constant)
   std::vector<int> input_ids_, output_ids_;
+  std::vector<int> folded_ids_;              // values computed by constant folding, in order
   std::vector<Step> steps_;
   std::unique_ptr<BufferPool> pool_;
   std::mutex run_mutex_;
