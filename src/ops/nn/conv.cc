@@ -294,7 +294,10 @@ class ConvKernel final : public Kernel {
       dnnl::convolution_forward::primitive_desc pd;
       int64_t positions = 1;
       for (const auto& d : g.dims) positions *= d.out;
-      const auto layouts = du::ConvLayouts(pointwise && positions >= 400, g.in_channels, g.out_channels);
+      // oneDNN applies post-ops to the GEMM-based NCHW conv in a separate slow pass, so a
+      // fused conv always prefers the blocked layouts (measured on the bench CNNs).
+      const bool has_post_ops = post_.sum || post_.activation != PostOps::Activation::kNone;
+      const auto layouts = du::ConvLayouts(pointwise && positions >= 400 && !has_post_ops, g.in_channels, g.out_channels);
       bool ok = false;
       for (size_t i = 0; i < layouts.size() && !ok; ++i) {
         ok = du::TryMakePd(pd, [&] { return make_pd(layouts[i]); });
