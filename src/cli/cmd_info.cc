@@ -16,6 +16,10 @@ namespace {
 nlohmann::json ValueJson(const ir::ValueInfo& v) {
   nlohmann::json j;
   j["name"] = v.name;
+  if (!v.is_tensor()) {  // sequence, map, optional, ...
+    j["type"] = v.other_type;
+    return j;
+  }
   j["dtype"] = DTypeName(v.dtype);
   if (v.shape) {
     nlohmann::json dims = nlohmann::json::array();

@@ -8,7 +8,8 @@ namespace seqto::ir {
 
 std::string ValueInfo::Describe() const {
   if (!other_type.empty()) return other_type;
-  std::string s = DTypeName(dtype) + "[";
+  if (dtype == DType::kUndefined && !shape) return "unknown type";
+  std::string s = (dtype == DType::kUndefined ? std::string("?") : DTypeName(dtype)) + "[";
   if (!shape) return s + "?]";
   for (size_t i = 0; i < shape->size(); ++i) {
     if (i) s += "x";

@@ -27,8 +27,17 @@ struct NodeView {
   std::function<int64_t(size_t)> input_rank;  // -1 when unknown or absent
 };
 
-// Empty if ONNX's inference function can safely run on the node; else what is wrong.
-std::string CheckNodeForInference(const NodeView& node);
+// Whether ONNX's inference function can safely run on the node.
+struct InferenceCheck {
+  enum class Kind {
+    kRun,     // safe
+    kSkip,    // it would crash on missing information (e.g. an input of unknown rank): leave the outputs unknown
+    kRefuse,  // the node is inconsistent: `problem` says how
+  };
+  Kind kind = Kind::kRun;
+  std::string problem;
+};
+InferenceCheck CheckNodeForInference(const NodeView& node);
 
 class GuardedSchemaRegistry final : public onnx::ISchemaRegistry {
  public:

@@ -6,6 +6,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <onnx/defs/schema.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -67,14 +68,20 @@ Status VerifyNodeSchemas(const onnx::GraphProto& g, const std::map<std::string, 
         if (Status s = VerifyNodeSchemas(*sg, opsets, {}, depth + 1); !s.ok())
           return std::move(s).WithContext(where + ": attribute '" + a.name() + "'");
     }
-    if (opset <= 0 || opset > KnownOpsetLimit(n.domain())) continue;
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset),
-                                                                  n.domain() == "ai.onnx" ? "" : n.domain());
+    // Opsets newer than this build's ONNX library knows are checked against the newest
+    // it knows: seqto's kernels implement at most that version.
+    const int64_t limit = KnownOpsetLimit(n.domain());
+    if (opset <= 0 || limit <= 0) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+        n.op_type(), static_cast<int>(std::min(opset, limit)), n.domain() == "ai.onnx" ? "" : n.domain());
     if (!schema) continue;
     try {
       schema->Verify(n);
     } catch (const std::exception& e) {
-      return UserError(where + ": " + e.what());
+      return UserError(where + ": " + e.what() +
+                       (opset > limit ? " (checked against opset " + std::to_string(limit) +
+                                            ", the newest this build of seqto knows)"
+                                      : ""));
     }
   }
   return Status::Ok();
@@ -247,8 +254,9 @@ std::string FindRefusedNode(const onnx::ModelProto& proto, const ir::Model& mode
       auto it = ranks.find(n.input(static_cast<int>(i)));
       return it == ranks.end() ? -1 : it->second;
     };
-    const std::string problem = CheckNodeForInference(view);
-    if (!problem.empty()) {
+    const InferenceCheck check = CheckNodeForInference(view);
+    if (check.kind == InferenceCheck::Kind::kRefuse) {
+      const std::string& problem = check.problem;
       auto opset = model.opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
       return "node '" + n.name() + "' (" + n.op_type() + "), opset " +
              std::to_string(opset == model.opsets.end() ? 0 : opset->second) + ": " + problem;

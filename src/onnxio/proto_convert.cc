@@ -102,7 +102,8 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   }
   uint64_t nbytes = 0;
   overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(DTypeSize(dtype)), &nbytes);
-  if (numel == 0) overflow = false, nbytes = 0;
+  // Empty only if an extent is 0 (a product that overflowed may wrap to 0: found by fuzzing).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) overflow = false, numel = 0, nbytes = 0;
   if (overflow || nbytes > kMaxTensorBytes) return UserError(what + ": declared size exceeds 64 GiB");
   const std::string describe = DTypeName(dtype) + "[" + ShapeToString(shape) + "]";
 

@@ -544,6 +544,7 @@ TEST(ModelIo, InconsistentConvRanksAreRefusedBeforeShapeInference) {
       {{1, 1, 7, 7}, "pads", 3, false, "attribute 'pads' has 3 values, expected 4"},
       {{1, 1, 7, 7}, "strides", 1, true, "attribute 'strides' has 1 values"},
       {{1, 1, 7, 7}, "dilations", 3, false, "attribute 'dilations' has 3 values"},
+      {{1, 1, 7, 7}, "strides", -2, false, "attribute 'strides' has 0 at axis 0, expected a positive value"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.expect);
@@ -557,7 +558,7 @@ TEST(ModelIo, InconsistentConvRanksAreRefusedBeforeShapeInference) {
     if (!c.extra_attr.empty()) {
       ir::Attribute a;
       a.type = ir::Attribute::Type::kInts;
-      a.ints.assign(static_cast<size_t>(c.extra_len), 1);
+      a.ints.assign(static_cast<size_t>(std::abs(c.extra_len)), c.extra_len < 0 ? 0 : 1);  // negative: zeros
       conv.attributes[c.extra_attr] = a;
     }
     m.graph.nodes.clear();
@@ -570,13 +571,129 @@ TEST(ModelIo, InconsistentConvRanksAreRefusedBeforeShapeInference) {
         << loaded.error().message;
     EXPECT_NE(loaded.error().message.find(c.expect), std::string::npos) << loaded.error().message;
   }
-  // The file the fuzzer found.
-  const fs::path found = fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/qlinearconv_rank_mismatch.onnx";
-  auto m = LoadModel(found.string());
+  // The files the fuzzer found.
+  const fs::path found = fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions";
+  auto m = LoadModel((found / "qlinearconv_rank_mismatch.onnx").string());
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message.find("(QLinearConv), opset 10: input 0 has rank 3 but the weights (input 3) have rank 4"),
             std::string::npos)
       << m.error().message;
+  m = LoadModel((found / "conv_zero_stride.onnx").string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("(Conv), opset 6: attribute 'strides' has 0 at axis 1"), std::string::npos)
+      << m.error().message;
+}
+
+// Some ONNX 1.12 inference functions (EyeLike, ...) dereference the type of an input
+// that has none: a graph input without type, or the output of an op ONNX does not
+// know (found by fuzzing, tests/fuzz/regressions/eyelike_untyped_input.onnx). Such
+// nodes are left without inferred shapes; the model loads.
+TEST(ModelIo, NodesWithUntypedInputsAreNotInferred) {
+  const fs::path dir = TempDir();
+  ir::Model m;
+  m.opsets = {{"", 9}, {"com.example", 1}};
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {3, 4})};
+  m.graph.outputs = {TensorInfo("y", DType::kFloat64, {3, 4})};
+  ir::Node eye = MakeNode("eye", "EyeLike", {"t"}, {"y"});
+  ir::Attribute dtype;
+  dtype.type = ir::Attribute::Type::kInt;
+  dtype.i = static_cast<int64_t>(DType::kFloat64);
+  eye.attributes["dtype"] = dtype;
+  m.graph.nodes = {MakeNode("custom", "Mystery", {"x"}, {"t"}, "com.example"), eye};
+  ASSERT_TRUE(SaveModel(m, (dir / "m.onnx").string()).ok());
+  auto loaded = LoadModel((dir / "m.onnx").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  auto found = LoadModel((fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/eyelike_untyped_input.onnx").string());
+  ASSERT_TRUE(found.ok()) << found.error().message;
+  EXPECT_EQ(found->graph.inputs[0].Describe(), "unknown type");
+}
+
+// ONNX 1.12's Gemm-6 inference indexes B's second dimension unchecked (found by
+// fuzzing, tests/fuzz/regressions/gemm6_rank1_b.onnx).
+TEST(ModelIo, GemmWithoutMatricesIsRefused) {
+  const fs::path dir = TempDir();
+  for (int64_t opset : {6, 13}) {
+    ir::Model m;
+    m.opsets[""] = opset;
+    m.graph.inputs = {TensorInfo("a", DType::kFloat32, {2, 3}), TensorInfo("b", DType::kFloat32, {4})};
+    m.graph.outputs = {TensorInfo("y", DType::kFloat32, {2, 4})};
+    m.graph.initializers["c"] = Tensor(DType::kFloat32, {4});
+    m.graph.nodes = {MakeNode("gemm", "Gemm", {"a", "b", "c"}, {"y"})};
+    ASSERT_TRUE(SaveModel(m, (dir / "m.onnx").string()).ok());
+    auto loaded = LoadModel((dir / "m.onnx").string());
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_NE(loaded.error().message.find("node 'gemm' (Gemm), opset " + std::to_string(opset) +
+                                          ": input 1 has rank 1, expected 2"),
+              std::string::npos)
+        << loaded.error().message;
+  }
+  auto found = LoadModel((fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/gemm6_rank1_b.onnx").string());
+  ASSERT_FALSE(found.ok());
+  EXPECT_NE(found.error().message.find("(Gemm), opset 6: input 1 has rank 1, expected 2"), std::string::npos)
+      << found.error().message;
+}
+
+// ONNX 1.12's MaxUnpool inference dereferences the indices' shape unchecked (found by
+// fuzzing, tests/fuzz/regressions/maxunpool_indices_without_shape.onnx): with unknown
+// indices the model loads (outputs stay without shape); with the wrong rank it is refused.
+TEST(ModelIo, MaxUnpoolWithoutIndexShapeLoadsAndBadRankIsRefused) {
+  const fs::path dir = TempDir();
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    ir::Model m;
+    m.opsets[""] = 11;
+    m.graph.inputs = {TensorInfo("x", DType::kFloat32, {1, 1, 2, 2}), TensorInfo("i", DType::kInt64, {})};
+    if (variant == 0) m.graph.inputs[1].shape.reset();          // unknown rank
+    if (variant == 2) m.graph.inputs[1] = TensorInfo("i", DType::kInt64, {1, 1, 2, 2});
+    m.graph.outputs = {TensorInfo("y", DType::kFloat32, {})};
+    m.graph.outputs[0].shape.reset();
+    ir::Node n = MakeNode("unpool", "MaxUnpool", {"x", "i"}, {"y"});
+    ir::Attribute ks;
+    ks.type = ir::Attribute::Type::kInts;
+    ks.ints = {2, 2};
+    n.attributes["kernel_shape"] = ks;
+    n.attributes["strides"] = ks;
+    m.graph.nodes = {n};
+    ASSERT_TRUE(SaveModel(m, (dir / "m.onnx").string()).ok());
+    auto loaded = LoadModel((dir / "m.onnx").string());
+    if (variant == 1) {  // rank 0
+      ASSERT_FALSE(loaded.ok());
+      EXPECT_NE(loaded.error().message.find("node 'unpool' (MaxUnpool), opset 11: the indices (input 1) have rank 0"),
+                std::string::npos)
+          << loaded.error().message;
+    } else {
+      ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    }
+  }
+  auto found = LoadModel(
+      (fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/maxunpool_indices_without_shape.onnx").string());
+  EXPECT_TRUE(found.ok()) << found.error().message;
+}
+
+// Found by fuzzing (tests/fuzz/regressions/conv_one_input_future_opset.onnx): a model
+// stamped with an opset newer than ONNX 1.12 knows skipped the schema checks, and a
+// one-input Conv reached constant folding.
+TEST(ModelIo, FutureOpsetsAreCheckedAgainstTheNewestKnownSchema) {
+  const fs::path dir = TempDir();
+  ir::Model m;
+  m.opsets[""] = 111;
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {1, 1, 4, 4})};
+  m.graph.outputs = {TensorInfo("y", DType::kFloat32, {1, 1, 4, 4})};
+  m.graph.nodes = {MakeNode("relu", "Relu", {"x"}, {"y"})};
+  ASSERT_TRUE(SaveModel(m, (dir / "ok.onnx").string()).ok());
+  auto ok = LoadModel((dir / "ok.onnx").string());
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->onnx_opset(), 111);
+  m.graph.initializers["w"] = Tensor(DType::kFloat32, {1, 1, 1, 1});
+  m.graph.nodes = {MakeNode("conv", "Conv", {"w"}, {"y"})};
+  ASSERT_TRUE(SaveModel(m, (dir / "conv.onnx").string()).ok());
+  for (const fs::path& path : {dir / "conv.onnx",
+                               fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/conv_one_input_future_opset.onnx"}) {
+    auto bad = LoadModel(path.string());
+    ASSERT_FALSE(bad.ok()) << path;
+    EXPECT_NE(bad.error().message.find("(Conv), opset 111"), std::string::npos) << bad.error().message;
+    EXPECT_NE(bad.error().message.find("checked against opset 17"), std::string::npos) << bad.error().message;
+  }
 }
 
 TEST(ModelIo, OldFilesWithUntypedAttributesLoad) {
@@ -734,6 +851,8 @@ TEST(ModelIo, BadTensorsAreErrorsBeforeAnyAllocation) {
       // 2^40 floats declared, no data: must not try to allocate 4 TiB.
       {[](onnx::TensorProto* t) { t->add_dims(int64_t{1} << 40); }, "exceeds 64 GiB"},
       {[](onnx::TensorProto* t) { t->add_dims(1 << 20); t->add_dims(1 << 20); t->add_dims(1 << 20); }, "exceeds 64 GiB"},
+      // 2^32 * 2^32 wraps to 0 in 64 bits: not an empty tensor (found by fuzzing).
+      {[](onnx::TensorProto* t) { t->add_dims(int64_t{1} << 32); t->add_dims(int64_t{1} << 32); }, "exceeds 64 GiB"},
       {[](onnx::TensorProto* t) { t->add_dims(1 << 28); }, "0 values, expected 268435456"},
       {[](onnx::TensorProto* t) { t->add_dims(1 << 28); t->set_raw_data("abcd"); }, "4 bytes of data"},
       {[](onnx::TensorProto* t) { t->add_dims(-3); }, "negative dimension"},
