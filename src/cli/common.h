@@ -29,5 +29,7 @@ void AddInfoCommand(CLI::App& app, int& exit_code);
 void AddRunCommand(CLI::App& app, int& exit_code);
 void AddBenchCommand(CLI::App& app, int& exit_code);
 void AddConformanceCommand(CLI::App& app, int& exit_code);
+void AddQuantizeCommand(CLI::App& app, int& exit_code);  // cmd_quantize.cc
+void AddEvalCommand(CLI::App& app, int& exit_code);      // cmd_eval.cc
 
 }  // namespace seqto::cli

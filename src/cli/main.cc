@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   seqto::cli::AddRunCommand(app, exit_code);
   seqto::cli::AddBenchCommand(app, exit_code);
   seqto::cli::AddConformanceCommand(app, exit_code);
+  seqto::cli::AddQuantizeCommand(app, exit_code);
+  seqto::cli::AddEvalCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,1 @@
+// Placeholder: the data helper replaces this file.

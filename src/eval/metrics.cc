@@ -1,0 +1,1 @@
+// Placeholder: the metrics helper replaces this file.
