@@ -1,6 +1,6 @@
-// ONNX Runtime as an oracle and benchmark peer for tests and benchmarks: runs
-// tools/ort/ort_run.js (onnxruntime-node) with Node.js as a child process, passing
-// tensors as .npy files in a temporary folder.
+// ONNX Runtime as an oracle and benchmark peer for tests and benchmarks: a thin
+// wrapper over the ort runner (src/runners/ort_runner.h), which runs
+// tools/ort/ort_run.js (onnxruntime-node) with Node.js as a child process.
 //
 // Needs `node` on PATH (or $SEQTO_NODE) and the npm packages installed with
 //   npm ci --ignore-scripts --prefix tools/ort

@@ -4,14 +4,20 @@
 //
 //   node tools/ort/ort_run.js MODEL --input NAME=FILE.npy ... [--output-dir DIR]
 //        [--threads T] [--runs R] [--warmup W] [--json F] [--manifest F]
+//        [--batches N] [--time-input NAME=FILE.npy ...]
 //
 // Inputs are .npy files (NAME=FILE.npy, or FILE.npy alone for a single-input model).
 // Every output is written as DIR/<name>.npy ('/', '\' and ':' in names become '_');
 // --manifest F also writes F, a JSON list of {"name", "file", "type", "shape"} in the
 // model's output order (so callers can map files back to output names).
+// With --batches N the model runs N times in this one process (Node.js start-up and
+// model loading are paid once): every input is given N times, its k-th --input is
+// batch k's, and each output is the concatenation of the N batches' outputs along
+// dimension 0 (batches may differ in size there; a scalar output needs N = 1).
 // With --runs R the model runs W untimed times, then R timed times inside this process
-// (so process and session start-up do not count); the latency statistics go to stdout
-// and, with --json F, to F as
+// (so process and session start-up do not count) on the --time-input tensors, or
+// without them on the first batch; the latency statistics go to stdout and, with
+// --json F, to F as
 //   {"model", "runner": "ort", "ort_version", "batch", "threads", "runs", "warmup",
 //    "latency_ms": {"mean", "p50", "p95", "min", "max", "stddev"}}
 // Session: intraOpNumThreads=T (0: ORT's default), interOpNumThreads=1, sequential
@@ -24,7 +30,7 @@ const path = require('path');
 
 const USAGE =
   'usage: node ort_run.js MODEL --input NAME=FILE.npy ... [--output-dir DIR] [--threads T] ' +
-  '[--runs R] [--warmup W] [--json F] [--manifest F]';
+  '[--runs R] [--warmup W] [--json F] [--manifest F] [--batches N] [--time-input NAME=FILE.npy ...]';
 
 class UserError extends Error {}
 
@@ -45,12 +51,18 @@ function parseIntArg(flag, text, min) {
 }
 
 function parseArgs(argv) {
-  const args = { model: null, inputs: [], outputDir: null, threads: 0, runs: 0, warmup: 3, json: null, manifest: null };
+  const args = {
+    model: null, inputs: [], timeInputs: [], batches: 0, outputDir: null, threads: 0, runs: 0, warmup: 3, json: null,
+    manifest: null,
+  };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     const eq = a.startsWith('--') ? a.indexOf('=') : -1;
     const flag = eq > 0 ? a.slice(0, eq) : a;
-    const takesValue = ['--input', '-i', '--output-dir', '-o', '--threads', '--runs', '--warmup', '--json', '--manifest'];
+    const takesValue = [
+      '--input', '-i', '--time-input', '--batches', '--output-dir', '-o', '--threads', '--runs', '--warmup', '--json',
+      '--manifest',
+    ];
     let value;
     if (takesValue.includes(flag)) {
       if (eq > 0) value = a.slice(eq + 1);
@@ -66,6 +78,12 @@ function parseArgs(argv) {
       case '--input':
       case '-i':
         args.inputs.push(value);
+        break;
+      case '--time-input':
+        args.timeInputs.push(value);
+        break;
+      case '--batches':
+        args.batches = parseIntArg(flag, value, 1);
         break;
       case '--output-dir':
       case '-o':
@@ -96,6 +114,7 @@ function parseArgs(argv) {
   if (args.json && !args.runs) throw new UserError('--json needs --runs R');
   if (args.manifest && !args.outputDir) throw new UserError('--manifest needs --output-dir DIR');
   if (!args.outputDir && !args.runs) throw new UserError('nothing to do: give --output-dir DIR and/or --runs R');
+  if (args.timeInputs.length && !args.runs) throw new UserError('--time-input needs --runs R');
   return args;
 }
 
@@ -227,6 +246,77 @@ function summarize(samples) {
 }
 
 // ---------------------------------------------------------------------------
+// Inputs and batches
+
+// Splits NAME=FILE.npy (FILE.npy alone for a single-input model). A name may hold '='
+// itself: the first '=' is tried, then the last.
+function splitSpec(session, spec, flag) {
+  const first = spec.indexOf('=');
+  if (first < 0) {
+    if (session.inputNames.length !== 1)
+      throw new UserError(`${flag} '${spec}': use NAME=FILE.npy (the model has ${session.inputNames.length} inputs)`);
+    return [session.inputNames[0], spec];
+  }
+  const last = spec.lastIndexOf('=');
+  if (last !== first && !session.inputNames.includes(spec.slice(0, first)) &&
+      session.inputNames.includes(spec.slice(0, last)))
+    return [spec.slice(0, last), spec.slice(last + 1)];
+  return [spec.slice(0, first), spec.slice(first + 1)];
+}
+
+// The feeds of `count` batches from NAME=FILE specs: the k-th spec of a name is batch k's.
+function buildBatches(ort, session, specs, count, flag) {
+  const batches = Array.from({ length: count }, () => ({}));
+  const seen = {};
+  for (const spec of specs) {
+    const [name, file] = splitSpec(session, spec, flag);
+    if (!session.inputNames.includes(name))
+      throw new UserError(
+        `${flag} '${name}' is not an input of the model (its inputs: ${session.inputNames.join(', ')})`);
+    const k = seen[name] || 0;
+    if (k >= count)
+      throw new UserError(count === 1 ? `${flag} '${name}' given twice`
+                                      : `${flag} '${name}' given more than ${count} times (--batches ${count})`);
+    seen[name] = k + 1;
+    const t = readNpy(file);
+    batches[k][name] = new ort.Tensor(t.type, t.data, t.dims);
+  }
+  const missing = session.inputNames.filter((n) => !seen[n]);
+  if (missing.length) throw new UserError(`missing ${flag} for model input(s): ${missing.join(', ')}`);
+  const short = session.inputNames.find((n) => seen[n] !== count);
+  if (short !== undefined)
+    throw new UserError(`${flag} '${short}' given ${seen[short]} times, expected ${count} (--batches ${count})`);
+  return batches;
+}
+
+// One output's tensors from every batch, concatenated along dimension 0.
+function concatBatches(name, parts) {
+  const first = parts[0];
+  if (parts.length === 1) return first;
+  const describe = (t) => `${t.type}[${t.dims.join('x')}]`;
+  if (!ORT_TO_NPY[first.type]) throw new UserError(`output '${name}': cannot write a tensor of type '${first.type}'`);
+  if (first.dims.length === 0)
+    throw new UserError(`output '${name}' is a scalar: it cannot be concatenated over ${parts.length} batches`);
+  let rows = 0;
+  let count = 0;
+  for (let k = 0; k < parts.length; ++k) {
+    const p = parts[k];
+    if (p.type !== first.type || p.dims.length !== first.dims.length || p.dims.some((d, i) => i > 0 && d !== first.dims[i]))
+      throw new UserError(`output '${name}': batch ${k} gives ${describe(p)}, batch 0 gives ${describe(first)}: ` +
+                          'cannot concatenate along dimension 0');
+    rows += p.dims[0];
+    count += p.data.length;
+  }
+  const data = new first.data.constructor(count);
+  let offset = 0;
+  for (const p of parts) {
+    data.set(p.data, offset);
+    offset += p.data.length;
+  }
+  return { type: first.type, dims: [rows, ...first.dims.slice(1)], data };
+}
+
+// ---------------------------------------------------------------------------
 
 function loadOrt() {
   try {
@@ -258,41 +348,24 @@ async function main() {
     throw new UserError(`${args.model}: ONNX Runtime cannot load the model: ${e.message}`);
   }
 
-  const feeds = {};
-  for (const spec of args.inputs) {
-    const eq = spec.indexOf('=');
-    let name;
-    let file;
-    if (eq < 0) {
-      if (session.inputNames.length !== 1)
-        throw new UserError(
-          `--input '${spec}': use NAME=FILE.npy (the model has ${session.inputNames.length} inputs)`);
-      name = session.inputNames[0];
-      file = spec;
-    } else {
-      name = spec.slice(0, eq);
-      file = spec.slice(eq + 1);
-    }
-    if (!session.inputNames.includes(name))
-      throw new UserError(
-        `--input '${name}' is not an input of the model (its inputs: ${session.inputNames.join(', ')})`);
-    if (name in feeds) throw new UserError(`--input '${name}' given twice`);
-    const t = readNpy(file);
-    feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
-  }
-  const missing = session.inputNames.filter((n) => !(n in feeds));
-  if (missing.length) throw new UserError(`missing --input for model input(s): ${missing.join(', ')}`);
+  const count = args.batches || 1;
+  const batches = buildBatches(ort, session, args.inputs, count, '--input');
+  const timeFeeds = args.timeInputs.length
+    ? buildBatches(ort, session, args.timeInputs, 1, '--time-input')[0]
+    : batches[0];
 
-  const run = async () => {
+  const run = async (feeds, where) => {
     try {
       return await session.run(feeds);
     } catch (e) {
-      throw new UserError(`${args.model}: ONNX Runtime failed to run the model: ${e.message}`);
+      throw new UserError(`${args.model}: ONNX Runtime failed to run the model${where}: ${e.message}`);
     }
   };
 
   if (args.outputDir) {
-    const results = await run();
+    const perBatch = [];
+    for (let k = 0; k < batches.length; ++k)
+      perBatch.push(await run(batches[k], batches.length > 1 ? ` on batch ${k} of ${batches.length}` : ''));
     try {
       fs.mkdirSync(args.outputDir, { recursive: true });
     } catch (e) {
@@ -300,7 +373,7 @@ async function main() {
     }
     const manifest = [];
     for (const name of session.outputNames) {
-      const t = results[name];
+      const t = concatBatches(name, perBatch.map((r) => r[name]));
       let base = name.replace(/[/\\:]/g, '_');
       if (manifest.some((m) => m.base === base)) base += `_${manifest.length}`;  // names that collide once cleaned
       const file = path.join(args.outputDir, `${base}.npy`);
@@ -318,16 +391,18 @@ async function main() {
   }
 
   if (args.runs) {
-    for (let i = args.outputDir ? 1 : 0; i < args.warmup; ++i) await run();  // a run with outputs is a warm-up too
+    // A run of the same tensors for the outputs was a warm-up too.
+    const warmedUp = args.outputDir && timeFeeds === batches[0] ? 1 : 0;
+    for (let i = warmedUp; i < args.warmup; ++i) await run(timeFeeds, '');
     const times = [];
     for (let i = 0; i < args.runs; ++i) {
       const t0 = process.hrtime.bigint();
-      await run();
+      await run(timeFeeds, '');
       const t1 = process.hrtime.bigint();
       times.push(Number(t1 - t0) / 1e6);
     }
     const stats = summarize(times);
-    const first = args.inputs.length ? feeds[session.inputNames[0]] : null;
+    const first = session.inputNames.length ? timeFeeds[session.inputNames[0]] : null;
     const batch = first && first.dims.length ? first.dims[0] : 1;
     const f = (v) => v.toFixed(3);
     process.stdout.write(
