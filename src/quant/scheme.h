@@ -15,8 +15,9 @@ namespace seqto::quant {
 
 // The integer types a tensor can be quantized to. Values match DType/ONNX where
 // ONNX has the type (int4/uint4 are 22/21 in ONNX >= 1.16; seqto stores them
-// unpacked in int8/uint8 tensors until written).
-enum class QuantType { kUInt8, kInt8, kUInt16, kInt16, kUInt4, kInt4 };
+// unpacked in int8/uint8 tensors until written). kInt32 is only the type of a
+// quantized bias (QuantizeBias); ParseQuantType does not accept it.
+enum class QuantType { kUInt8, kInt8, kUInt16, kInt16, kUInt4, kInt4, kInt32 };
 
 // "uint8", "int8", "uint16", "int16", "uint4", "int4" (also accepted by ParseQuantType,
 // with ORT's spellings "QUInt8", "QInt8", ...).
@@ -49,7 +50,9 @@ struct RangeOptions {
 };
 
 // Scale/zero point for the real range [rmin, rmax] (computed in double, DESIGN.md
-// section 4). NaN/Inf bounds are an error naming `what`.
+// section 4). `what` starts every error message ("tensor 'x'"). NaN/Inf bounds, or
+// rmin > rmax, are a user error. power_of_two needs int8/int16 and is always
+// symmetric (zero point 0).
 struct ScaleZeroPoint {
   float scale = 1.0f;
   int64_t zero_point = 0;
@@ -64,12 +67,15 @@ Expected<QuantParams> ComputeWeightParams(const Tensor& weight, const RangeOptio
 
 // q = clamp(round_half_even(x / scale) + zp, type range); returns a tensor of
 // StorageDType(params.type). Per-channel params broadcast along params.axis.
+// x must be float32 and finite (NaN/Inf is an error naming the element).
 Expected<Tensor> QuantizeTensor(const Tensor& x, const QuantParams& params);
 // x = (q - zp) * scale, float32.
 Expected<Tensor> DequantizeTensor(const Tensor& q, const QuantParams& params);
 
 // Bias for Conv/Gemm/MatMul: int32 with scale = input_scale * weight_scale[c], zp 0
-// (per channel when the weight is).
+// (per channel when the weight is: then bias has one element per channel). Values
+// beyond the int32 range saturate, as in ORT. `bias_params` (optional) receives
+// type kInt32, the scales, zero points 0 and axis 0 when per channel.
 Expected<Tensor> QuantizeBias(const Tensor& bias, float input_scale, const QuantParams& weight_params,
                               QuantParams* bias_params);
 

@@ -25,22 +25,31 @@ enum class CalibrationMethod { kMinMax, kEntropy, kPercentile, kDistribution };
 std::string CalibrationMethodName(CalibrationMethod m);  // "minmax", "entropy", ...
 Expected<CalibrationMethod> ParseCalibrationMethod(const std::string& name);  // also ORT's "MinMax", ...
 
-// ORT's calibrator options, with ORT's defaults.
+// ORT's calibrator options, with ORT's defaults (onnxruntime/python/tools/quantization/
+// calibrate.py, create_calibrator).
 struct CalibrationOptions {
   bool moving_average = false;       // MinMax: CalibMovingAverage
   double averaging_constant = 0.01;  // MinMax: CalibMovingAverageConstant
+  // MinMax: CalibMaxIntermediateOutputs. ORT averages the per-batch min/max of each
+  // chunk of this many batches and merges chunks with averaging_constant
+  // (m += c * (chunk_mean - m)); 0 (ORT's None) is one chunk: the plain mean of the
+  // per-batch min/max. 1 gives a per-batch exponential moving average.
+  int moving_average_chunk = 0;
   int entropy_num_bins = 128;        // Entropy: num_bins
   int entropy_num_quantized_bins = 128;
   int percentile_num_bins = 2048;    // Percentile: num_bins
   double percentile = 99.999;
   bool percentile_symmetric = true;  // Percentile: symmetric (ORT default True)
-  int distribution_num_bins = 128;   // Distribution: num_bins
+  int distribution_num_bins = 2048;  // Distribution: num_bins (ORT requires >= 512)
   std::string distribution_scenario = "same";  // "same" or "p3"
 };
 
 // The real range of one tensor, as a calibration method chose it.
 struct TensorRange {
   double min = 0, max = 0;
+  // Distribution only: mean and standard deviation of the histogram under the
+  // scenario (ORT's TensorData avg/std, which ORT uses for float8 scales only).
+  double avg = 0, stddev = 0;
 };
 using TensorRanges = std::map<std::string, TensorRange>;
 
@@ -60,6 +69,15 @@ class CalibrationStats {
   size_t batches() const;
   // The range of every tensor under `method`. Error if a tensor was never observed.
   Expected<TensorRanges> Ranges(CalibrationMethod method) const;
+  // The same with other method options (percentile, bin counts, ...): the statistics
+  // do not depend on them, so trying another setting needs no new calibration pass.
+  // (averaging_constant and moving_average_chunk act while observing: the
+  // construction's values are used.)
+  Expected<TensorRanges> Ranges(CalibrationMethod method, const CalibrationOptions& options) const;
+  // The fixed number of histogram bins kept per tensor, and the memory all statistics
+  // use (neither grows with the number of batches).
+  size_t histogram_bins() const;
+  size_t memory_bytes() const;
 
  private:
   struct Impl;
