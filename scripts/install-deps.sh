@@ -17,4 +17,9 @@ command -v npm >/dev/null || $SUDO apt-get install -y -qq --no-install-recommend
 if [ -f tools/ort/package.json ]; then
   npm ci --ignore-scripts --no-audit --no-fund --prefix tools/ort >/dev/null
 fi
+# The report writer (tools/report): Apache ECharts, and playwright-core for its browser
+# test, which drives Debian's chromium (playwright never downloads a browser).
+if [ -f tools/report/package.json ]; then
+  npm ci --ignore-scripts --no-audit --no-fund --prefix tools/report >/dev/null
+fi
 echo "install-deps: done"
