@@ -1,1 +1,0 @@
-// Placeholder: the data helper replaces this file.

@@ -1,0 +1,136 @@
+#include "data/open_dataset.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/npy.h"
+#include "data/formats.h"
+#include "data/image_decode.h"
+
+namespace seqto::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool HasIdxFiles(const fs::path& dir, std::string& example) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->is_regular_file(ec) && name.find("-idx") != std::string::npos) {
+      if (example.empty() || name.find("images") != std::string::npos) example = it->path().string();
+    }
+  }
+  return !example.empty();
+}
+
+bool HasTestSets(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind("test_data_set_", 0) == 0 && it->is_directory(ec)) return true;
+  return false;
+}
+
+// color=auto from the model input: 1 channel -> gray, 3 -> RGB. Also the layout,
+// when not given and the input is plainly channels-last (N x H x W x 1|3).
+PreprocessSpec Resolve(PreprocessSpec spec, const std::optional<Shape>& input) {
+  if (!input || input->size() != 4) return spec;
+  const Shape& s = *input;
+  auto is_channels = [](int64_t d) { return d == 1 || d == 3; };
+  if (!spec.has("layout") && is_channels(s[3]) && !is_channels(s[1])) spec.layout = Layout::kNhwc;
+  if (spec.color == ColorMode::kAuto) {
+    const int64_t c = spec.layout == Layout::kNchw ? s[1] : s[3];
+    if (c == 1) spec.color = ColorMode::kGray;
+    if (c == 3) spec.color = ColorMode::kRgb;
+  }
+  return spec;
+}
+
+}  // namespace
+
+Expected<std::vector<int64_t>> ReadLabelsFile(const std::string& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) return UserError(path + ": no such file (labels)");
+  if (fs::is_directory(status)) return UserError(path + ": is a directory, expected a labels file (.npy or idx)");
+  const std::string head = internal::PeekDecompressed(path, 8);
+  Tensor t;
+  if (head.size() >= 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) {
+    SEQTO_ASSIGN_OR_RETURN(t, ReadNpy(path));
+  } else if (internal::IsIdxHeader(head)) {
+    SEQTO_ASSIGN_OR_RETURN(t, internal::ReadIdx(path));
+  } else {
+    return UserError(path + (head.empty() ? ": empty file (labels)" : ": not a labels file (expected .npy or MNIST idx)"));
+  }
+  const DType d = t.dtype();
+  const bool integer = d == DType::kUInt8 || d == DType::kInt8 || d == DType::kUInt16 || d == DType::kInt16 ||
+                       d == DType::kInt32 || d == DType::kInt64 || d == DType::kUInt32 || d == DType::kUInt64;
+  if (!integer) return UserError(path + ": labels must be integer class indices, got " + DTypeName(d));
+  if (!(t.rank() == 1 || (t.rank() == 2 && t.dim(1) == 1)))
+    return UserError(path + ": labels must have shape [N] or [N, 1], got " + t.Describe());
+  std::vector<int64_t> labels = t.ToInt64s();
+  if (d == DType::kUInt64) {
+    const uint64_t* raw = t.data<uint64_t>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (raw[i] > static_cast<uint64_t>(INT64_MAX)) labels[static_cast<size_t>(i)] = -1;
+  }
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0)
+      return UserError(path + ": label " + std::to_string(labels[i]) + " of sample " + std::to_string(i) +
+                       " is not a class index (negative)");
+  return labels;
+}
+
+Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const DataOptions& options) {
+  const PreprocessSpec spec = Resolve(options.preprocess, options.input_shape);
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (path.empty()) return UserError("no data path given");
+  if (!fs::exists(status)) return UserError(path + ": no such file or directory");
+  Expected<std::shared_ptr<Dataset>> ds = InternalError("no format matched");
+  if (fs::is_directory(status)) {
+    std::string idx_example;
+    const fs::path p(path);
+    const std::string base = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+    if (base.rfind("test_data_set_", 0) == 0 || fs::is_regular_file(p / "input_0.pb", ec) || HasTestSets(p)) {
+      ds = internal::OpenOnnxTestSets(path, spec);
+    } else if (HasIdxFiles(p, idx_example)) {
+      return UserError(path + ": a folder of idx files; give the images file itself (e.g. " + idx_example + ")");
+    } else {
+      ds = internal::OpenImageFolder(path, spec);
+    }
+  } else if (fs::is_regular_file(status)) {
+    const std::string head = internal::PeekDecompressed(path, 8);
+    std::string raw(8, '\0');
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      raw.resize(std::fread(raw.data(), 1, 8, f));
+      std::fclose(f);
+    } else {
+      return UserError(path + ": cannot open file");
+    }
+    if (raw.empty()) return UserError(path + ": empty file");
+    if (raw.size() >= 6 && std::memcmp(raw.data(), "\x93NUMPY", 6) == 0) {
+      ds = internal::OpenNpyDataset(path, spec);
+    } else if (LooksLikeImage(raw)) {
+      ds = internal::OpenImageFolder(path, spec);
+    } else if (internal::IsIdxHeader(head)) {
+      ds = internal::OpenIdxDataset(path, spec, /*find_labels=*/options.labels_path.empty());
+    } else {
+      return UserError(path + ": unknown data format (expected a .npy file, an MNIST idx file, a PNG/JPEG image, "
+                              "an image folder or an ONNX test_data_set folder)");
+    }
+  } else {
+    return UserError(path + ": not a regular file or directory");
+  }
+  if (!ds) return ds;
+  if (!options.labels_path.empty()) {
+    SEQTO_ASSIGN_OR_RETURN(auto labels, ReadLabelsFile(options.labels_path));
+    if (static_cast<int64_t>(labels.size()) != (*ds)->size())
+      return UserError(options.labels_path + ": has " + std::to_string(labels.size()) + " labels, but the data (" + path +
+                       ") has " + std::to_string((*ds)->size()) + " samples");
+    (*ds)->SetLabels(std::move(labels), options.labels_path);
+  }
+  return ds;
+}
+
+}  // namespace seqto::data
