@@ -12,6 +12,7 @@
 
 #include "quant/calib/calibrate.h"
 #include "quant/calib/stats.h"
+#include "quant/scheme.h"
 
 namespace seqto::quant {
 namespace {
@@ -345,7 +346,8 @@ TEST(QuantCalibration, HistogramMemoryIsBounded) {
 
 TEST(QuantCalibration, AllZeroTensorAndUnobservedNames) {
   const CalibrationStats stats = Collect({Batch(10, 0.f), Batch(5, 0.f)});
-  for (CalibrationMethod m : {CalibrationMethod::kMinMax, CalibrationMethod::kEntropy, CalibrationMethod::kPercentile}) {
+  for (CalibrationMethod m : {CalibrationMethod::kMinMax, CalibrationMethod::kEntropy, CalibrationMethod::kPercentile,
+                              CalibrationMethod::kMse}) {
     const TensorRange r = RangeOf(stats, m);
     EXPECT_EQ(r.min, 0.0) << CalibrationMethodName(m);
     EXPECT_EQ(r.max, 0.0) << CalibrationMethodName(m);
@@ -383,7 +385,7 @@ TEST(QuantCalibration, NanOrInfIsAnErrorNamingTheTensor) {
 
 TEST(QuantCalibration, MethodNames) {
   for (CalibrationMethod m : {CalibrationMethod::kMinMax, CalibrationMethod::kEntropy, CalibrationMethod::kPercentile,
-                              CalibrationMethod::kDistribution}) {
+                              CalibrationMethod::kDistribution, CalibrationMethod::kMse}) {
     auto p = ParseCalibrationMethod(CalibrationMethodName(m));
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(*p, m);
@@ -391,9 +393,13 @@ TEST(QuantCalibration, MethodNames) {
   EXPECT_EQ(CalibrationMethodName(CalibrationMethod::kMinMax), "minmax");
   EXPECT_EQ(*ParseCalibrationMethod("MinMax"), CalibrationMethod::kMinMax);
   EXPECT_EQ(*ParseCalibrationMethod("Entropy"), CalibrationMethod::kEntropy);
-  auto bad = ParseCalibrationMethod("mse");
+  EXPECT_EQ(CalibrationMethodName(CalibrationMethod::kMse), "mse");
+  EXPECT_EQ(*ParseCalibrationMethod("mse"), CalibrationMethod::kMse);
+  EXPECT_EQ(*ParseCalibrationMethod("MSE"), CalibrationMethod::kMse);
+  auto bad = ParseCalibrationMethod("kl");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("'mse'"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("'kl'"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("mse"), std::string::npos) << bad.error().message;  // listed as expected
 }
 
 // --- Calibrate on a model --------------------------------------------------------------
@@ -519,6 +525,152 @@ TEST(QuantCalibration, CalibrateErrors) {
   r = Calibrate(model, {"mm_out"}, nan, {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("'mm_out'"), std::string::npos) << r.error().message;
+}
+
+// --- MSE -------------------------------------------------------------------------------
+
+// The mean squared quantize-dequantize error of `values` with the range [lo, hi], computed
+// on the data through the scheme (what the quantized model will do), uint8.
+double QdqMse(const std::vector<float>& values, double lo, double hi, bool symmetric = false) {
+  RangeOptions ro;
+  ro.type = QuantType::kUInt8;
+  ro.symmetric = symmetric;
+  auto sz = ComputeScaleZeroPoint(lo, hi, ro);
+  EXPECT_TRUE(sz.ok());
+  if (!sz.ok()) return INFINITY;
+  QuantParams p;
+  p.type = QuantType::kUInt8;
+  p.scale = {sz->scale};
+  p.zero_point = {sz->zero_point};
+  auto q = QuantizeTensor(ToTensor(values), p);
+  EXPECT_TRUE(q.ok());
+  if (!q.ok()) return INFINITY;
+  auto y = DequantizeTensor(*q, p);
+  EXPECT_TRUE(y.ok());
+  if (!y.ok()) return INFINITY;
+  const float* d = y->data<float>();
+  double e = 0;
+  for (size_t i = 0; i < values.size(); ++i) e += (static_cast<double>(values[i]) - d[i]) * (values[i] - d[i]);
+  return e / static_cast<double>(values.size());
+}
+
+// 2M values of N(0, 1) and one outlier on each side. MSE trades an outlier's clipping
+// error against the rounding noise of every value: clipping [-T, T] costs about
+// 2 (40 - T)^2 / N and saves (80^2 - (2T)^2) / (12 * 255^2) of noise, so at N = 2M the
+// balance is near T = 6.5 (at N = 1M it would be near 11: outliers must be rare to be
+// clipped).
+std::vector<Batch> GaussianWithRareOutliers(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Batch> batches(40);
+  for (Batch& b : batches)
+    for (int j = 0; j < 50000; ++j) b.push_back(normal(rng));
+  batches[7].push_back(40.f);
+  batches[29].push_back(-38.5f);
+  return batches;
+}
+
+TEST(QuantCalibration, MseClipsRareOutliersAndLowersTheQuantizationError) {
+  std::vector<Batch> batches = GaussianWithRareOutliers(11);
+  const std::vector<float> all = Concat(batches);
+  const CalibrationStats stats = Collect(batches);
+  const TensorRange mm = RangeOf(stats, CalibrationMethod::kMinMax);
+  ASSERT_EQ(mm.min, -38.5);
+  ASSERT_EQ(mm.max, 40.0);
+  const TensorRange r = RangeOf(stats, CalibrationMethod::kMse);
+  // Well inside the outliers, outside the bulk of N(0, 1).
+  EXPECT_GT(r.max, 2.5);
+  EXPECT_LT(r.max, 10.0);
+  EXPECT_LT(r.min, -2.5);
+  EXPECT_GT(r.min, -10.0);
+  // Measured on the data: minmax's range has noise (78.5 / 255)^2 / 12 = 0.0079 per value;
+  // the MSE range pays ~(34^2 + 32^2) / 2e6 = 0.0011 for the outliers plus little noise.
+  const double e_mm = QdqMse(all, mm.min, mm.max), e_mse = QdqMse(all, r.min, r.max);
+  EXPECT_NEAR(e_mm, 0.0079, 0.0004);
+  EXPECT_LT(e_mse, 0.3 * e_mm) << "mse " << e_mse << " minmax " << e_mm;
+  // The method's error model predicts those measured errors.
+  calib::TensorStats ts(stats.histogram_bins());
+  for (const Batch& b : batches) ASSERT_TRUE(ts.Add(ToTensor(b), {}).ok());
+  for (const auto& [lo, hi] : {std::pair{mm.min, mm.max}, std::pair{r.min, r.max}, std::pair{-2.0, 3.0}}) {
+    auto predicted = calib::MseExpectedError(ts, lo, hi, {});
+    ASSERT_TRUE(predicted.ok());
+    EXPECT_NEAR(*predicted, QdqMse(all, lo, hi), 0.03 * QdqMse(all, lo, hi)) << lo << " " << hi;
+  }
+  // Other batch orders: the same histogram, min and max, so exactly the same range.
+  std::reverse(batches.begin(), batches.end());
+  const TensorRange rev = RangeOf(Collect(batches), CalibrationMethod::kMse);
+  std::shuffle(batches.begin(), batches.end(), std::mt19937(3));
+  const TensorRange shuf = RangeOf(Collect(batches), CalibrationMethod::kMse);
+  EXPECT_EQ(rev.min, r.min);
+  EXPECT_EQ(rev.max, r.max);
+  EXPECT_EQ(shuf.min, r.min);
+  EXPECT_EQ(shuf.max, r.max);
+}
+
+TEST(QuantCalibration, MseOnUniformDataIsAlmostMinMax) {
+  // An even ramp over [-1, 3]: no tail to trade against. The optimum still clips a sliver
+  // at each end: with density N/4, clipping d costs N d^3 / 12 per end and saves
+  // N (4 - 2d)^2 / (12 * 255^2) of noise, balanced at d = 0.0064 (0.16% of the range).
+  Batch b;
+  const int n = 200001;
+  for (int i = 0; i < n; ++i) b.push_back(static_cast<float>(-1.0 + 4.0 * i / (n - 1)));
+  std::vector<Batch> batches;
+  for (size_t i = 0; i < b.size(); i += 50000) batches.emplace_back(b.begin() + i, b.begin() + std::min(b.size(), i + 50000));
+  const CalibrationStats stats = Collect(batches);
+  const TensorRange mm = RangeOf(stats, CalibrationMethod::kMinMax);
+  const TensorRange r = RangeOf(stats, CalibrationMethod::kMse);
+  const double bin = 4.0 / 2048;  // an ORT-sized bin over the data
+  EXPECT_NEAR(r.min, mm.min, 10 * bin);
+  EXPECT_NEAR(r.max, mm.max, 10 * bin);
+  EXPECT_LE(QdqMse(b, r.min, r.max), 1.001 * QdqMse(b, mm.min, mm.max));
+}
+
+TEST(QuantCalibration, MseMatchesABruteForceSearchOnReluData) {
+  // Relu(N(0, 1)): half the values are exact zeros, which the grid represents exactly.
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Batch b;
+  for (int i = 0; i < 40000; ++i) b.push_back(std::max(0.f, normal(rng)));
+  const CalibrationStats stats = Collect({b});
+  const TensorRange mm = RangeOf(stats, CalibrationMethod::kMinMax);
+  const TensorRange r = RangeOf(stats, CalibrationMethod::kMse);
+  EXPECT_EQ(r.min, 0.0);
+  EXPECT_LT(r.max, mm.max);
+  // The best upper bound on a fine scan, measured on the data through the scheme.
+  double best = INFINITY, best_hi = 0;
+  for (int i = 1; i <= 400; ++i) {
+    const double hi = mm.max * i / 400;
+    const double e = QdqMse(b, 0, hi);
+    if (e < best) best = e, best_hi = hi;
+  }
+  const double e = QdqMse(b, r.min, r.max);
+  EXPECT_LE(e, 1.02 * best) << "mse range " << r.max << " (" << e << "), scan " << best_hi << " (" << best << ")";
+  EXPECT_NEAR(r.max, best_hi, 0.1 * best_hi);
+}
+
+TEST(QuantCalibration, MseSymmetricAndOptions) {
+  const std::vector<Batch> batches = GaussianWithRareOutliers(12);
+  const std::vector<float> all = Concat(batches);
+  const CalibrationStats stats = Collect(batches);
+  CalibrationOptions o;
+  o.mse_symmetric = true;
+  o.mse_num_levels = 255;  // symmetric uint8: [0, 254]
+  const TensorRange r = RangeOf(stats, CalibrationMethod::kMse, o);
+  EXPECT_EQ(r.min, -r.max);
+  EXPECT_GT(r.max, 2.5);
+  EXPECT_LT(r.max, 10.0);
+  EXPECT_LT(QdqMse(all, r.min, r.max, true), 0.6 * QdqMse(all, -40.0, 40.0, true));
+  // Fewer levels: more rounding noise per step, so the range shrinks (4 bits: ~2.5 sigma).
+  o.mse_num_levels = 15;
+  const TensorRange r4 = RangeOf(stats, CalibrationMethod::kMse, o);
+  EXPECT_LT(r4.max, r.max);
+  EXPECT_GT(r4.max, 1.5);
+  EXPECT_LT(r4.max, 3.5);
+  o.mse_num_levels = 1;
+  auto bad = stats.Ranges(CalibrationMethod::kMse, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("'t'"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("levels"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace

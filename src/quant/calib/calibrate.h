@@ -21,7 +21,7 @@ namespace seqto::quant {
 
 // Calibration methods; each computes a range from the shared statistics. Adding one
 // is one file in calib/ plus one registry line (calib/methods.cc).
-enum class CalibrationMethod { kMinMax, kEntropy, kPercentile, kDistribution };
+enum class CalibrationMethod { kMinMax, kEntropy, kPercentile, kDistribution, kMse };
 std::string CalibrationMethodName(CalibrationMethod m);  // "minmax", "entropy", ...
 Expected<CalibrationMethod> ParseCalibrationMethod(const std::string& name);  // also ORT's "MinMax", ...
 
@@ -42,6 +42,12 @@ struct CalibrationOptions {
   bool percentile_symmetric = true;  // Percentile: symmetric (ORT default True)
   int distribution_num_bins = 2048;  // Distribution: num_bins (ORT requires >= 512)
   std::string distribution_scenario = "same";  // "same" or "p3"
+  // MSE (not an ORT method): the integer grid the range is chosen for. Pass
+  // qmax - qmin + 1 of the activation type's GetQRange (uint8: 256; symmetric uint8:
+  // 255; reduce_range: 128) and the scheme's symmetric flag, so the error minimized is
+  // the one the quantized model will have.
+  int mse_num_levels = 256;
+  bool mse_symmetric = false;
 };
 
 // The real range of one tensor, as a calibration method chose it.

@@ -8,6 +8,7 @@ Expected<TensorRange> MinMaxRange(const TensorStats& stats, const CalibrationOpt
 Expected<TensorRange> EntropyRange(const TensorStats& stats, const CalibrationOptions& options);       // entropy.cc
 Expected<TensorRange> PercentileRange(const TensorStats& stats, const CalibrationOptions& options);    // percentile.cc
 Expected<TensorRange> DistributionRange(const TensorStats& stats, const CalibrationOptions& options);  // distribution.cc
+Expected<TensorRange> MseRange(const TensorStats& stats, const CalibrationOptions& options);           // mse.cc
 
 const std::vector<MethodInfo>& Methods() {
   static const std::vector<MethodInfo> methods = {
@@ -15,6 +16,7 @@ const std::vector<MethodInfo>& Methods() {
       {CalibrationMethod::kEntropy, "entropy", "Entropy", EntropyRange},
       {CalibrationMethod::kPercentile, "percentile", "Percentile", PercentileRange},
       {CalibrationMethod::kDistribution, "distribution", "Distribution", DistributionRange},
+      {CalibrationMethod::kMse, "mse", "MSE", MseRange},  // not in ORT: "MSE" is the usual spelling
   };
   return methods;
 }

@@ -37,6 +37,9 @@ class AdaptiveHistogram {
   void Add(const float* x, int64_t n, double absmax);
   size_t bins() const { return counts_.size(); }
   double range() const { return range_; }  // R (0 while every value was 0)
+  // The fine bins: bin i is [-R + 2Ri/bins, -R + 2R(i+1)/bins), the last one also
+  // holds R. All 0 while range() == 0.
+  const std::vector<double>& counts() const { return counts_; }
   double total() const;
   // ORT's histogram: `bins` equal bins over [lo, hi] (numpy widens lo == hi to
   // [lo - 0.5, hi + 0.5]) of x, or of |x| when `absolute`. Each of this histogram's
@@ -90,5 +93,9 @@ const MethodInfo* FindMethod(CalibrationMethod method);
 // compute_percentile (thresholds before clamping to the tensor's min/max).
 std::pair<double, double> EntropyThreshold(const Histogram& hist, int num_quantized_bins);
 std::pair<double, double> PercentileThreshold(const Histogram& hist, double percentile, bool symmetric);
+// MSE's error model (mse.cc): the expected squared quantize-dequantize error per value
+// when the range is [lo, hi] on options' grid (mse_num_levels, mse_symmetric), as
+// estimated from the histogram. Error on a bad option or an empty/degenerate range.
+Expected<double> MseExpectedError(const TensorStats& stats, double lo, double hi, const CalibrationOptions& options);
 
 }  // namespace seqto::quant::calib
