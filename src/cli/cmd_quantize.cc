@@ -1,13 +1,294 @@
-// seqto quantize: placeholder until its issue lands (registers the subcommand so --help lists it).
+// seqto quantize MODEL -o OUT.onnx --mode static|dynamic [--calib-data DATA] ...
+//
+// Quantizes a float model the way ONNX Runtime's quantization tool does (QDQ format
+// for static, MatMulInteger/ConvInteger for dynamic) and writes the result. Options
+// come from --config (a JSON object with ORT's option names) and are overridden by
+// the flags given on the command line. --json describes the quantization groups the
+// tuner works with.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/common.h"
+#include "data/open_dataset.h"
+#include "data/sampling.h"
+#include "onnxio/model_io.h"
+#include "quant/calib/calibrate.h"
+#include "quant/node_filter.h"
+#include "quant/quantize.h"
+#include "tune/config.h"
 
 namespace seqto::cli {
 
+namespace {
+
+using nlohmann::json;
+
+struct QuantizeArgs {
+  std::string model, output, mode, calib_data, preprocess, calibration, activation_type, weight_type, config, json;
+  std::vector<std::string> op_types, nodes, exclude;
+  bool per_channel = false, reduce_range = false, power_of_two = false;
+  int64_t calib_samples = 0;
+  int64_t batch = 16;
+  uint64_t seed = 0;
+  int threads = 0;
+};
+
+// --config: ORT's option names, parsed as the `quantization` section of a tune
+// config (one format for both).
+Status LoadConfig(const std::string& path, quant::QuantOptions& o) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UserError(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    return UserError(path + ": not valid JSON (" + e.what() + ")");
+  }
+  auto parsed = tune::ParseQuantOptionsJson(j, "");
+  if (!parsed) return Status(parsed.error()).WithContext(path);
+  o = std::move(*parsed);
+  return Status::Ok();
+}
+
+json OptionsJson(const quant::QuantOptions& o) {
+  json j;
+  j["mode"] = o.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
+  j["per_channel"] = o.per_channel;
+  j["reduce_range"] = o.reduce_range;
+  j["activation_type"] = quant::QuantTypeName(o.activation_type);
+  j["weight_type"] = quant::QuantTypeName(o.weight_type);
+  j["op_types_to_quantize"] = o.op_types_to_quantize;
+  j["nodes_to_quantize"] = o.nodes_to_quantize;
+  j["nodes_to_exclude"] = o.nodes_to_exclude;
+  j["calibrate_method"] = quant::CalibrationMethodName(o.calibration);
+  json extra;
+  extra["ActivationSymmetric"] = o.activation_symmetric;
+  if (o.weight_symmetric) extra["WeightSymmetric"] = *o.weight_symmetric;
+  extra["QuantizeBias"] = o.quantize_bias;
+  extra["CalibMovingAverage"] = o.calibration_options.moving_average;
+  extra["CalibMovingAverageConstant"] = o.calibration_options.averaging_constant;
+  extra["PowerOfTwoScales"] = o.power_of_two;
+  if (!o.tensor_overrides.empty()) {
+    json ovs = json::object();
+    for (const auto& [name, ov] : o.tensor_overrides) {
+      json e = json::object();
+      if (ov.quant_type) e["quant_type"] = quant::QuantTypeName(*ov.quant_type);
+      if (ov.scale) e["scale"] = *ov.scale;
+      if (ov.zero_point) e["zero_point"] = *ov.zero_point;
+      if (ov.axis) e["axis"] = *ov.axis;
+      if (ov.symmetric) e["symmetric"] = *ov.symmetric;
+      if (ov.reduce_range) e["reduce_range"] = *ov.reduce_range;
+      if (ov.rmin) e["rmin"] = *ov.rmin;
+      if (ov.rmax) e["rmax"] = *ov.rmax;
+      ovs[name] = json::array({e});
+    }
+    extra["TensorQuantOverrides"] = ovs;
+  }
+  j["extra_options"] = extra;
+  return j;
+}
+
+// ---------------------------------------------------------------------------------
+
+std::optional<Shape> InputShape(const ir::ValueInfo& info) {
+  if (!info.shape) return std::nullopt;
+  Shape s;
+  for (const auto& d : *info.shape) s.push_back(d.known() ? d.value : -1);
+  return s;
+}
+
+// Progress lines for calibration on stderr: at most one every 2 seconds (a bar would
+// hide the other messages of a long run in a log).
+class CalibrationProgress {
+ public:
+  explicit CalibrationProgress(int64_t batches) : batches_(batches), start_(std::chrono::steady_clock::now()) {}
+  void Update(size_t done) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (static_cast<int64_t>(done) < batches_ && t - last_ < 2.0) return;
+    last_ = t;
+    std::fprintf(stderr, "seqto quantize: calibration %zu/%lld batches, %.1f s\n", done,
+                 static_cast<long long>(batches_), t);
+  }
+
+ private:
+  int64_t batches_;
+  std::chrono::steady_clock::time_point start_;
+  double last_ = 0;
+};
+
+int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
+  auto fail = [](const Error& e) { return ReportError("quantize", e); };
+  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+
+  quant::QuantOptions o;
+  if (!a.config.empty())
+    if (Status s = LoadConfig(a.config, o); !s.ok()) return fail(s.error());
+  if (given("--mode")) o.mode = a.mode == "dynamic" ? quant::QuantMode::kDynamic : quant::QuantMode::kStatic;
+  if (given("--per-channel")) o.per_channel = a.per_channel;
+  if (given("--reduce-range")) o.reduce_range = a.reduce_range;
+  if (given("--power-of-two")) o.power_of_two = a.power_of_two;
+  if (given("--activation-type")) {
+    auto t = quant::ParseQuantType(a.activation_type);
+    if (!t) return fail(std::move(t).WithContext("--activation-type").error());
+    o.activation_type = *t;
+  }
+  if (given("--weight-type")) {
+    auto t = quant::ParseQuantType(a.weight_type);
+    if (!t) return fail(std::move(t).WithContext("--weight-type").error());
+    o.weight_type = *t;
+  }
+  if (given("--calibration")) {
+    auto m = quant::ParseCalibrationMethod(a.calibration);
+    if (!m) return fail(std::move(m).WithContext("--calibration").error());
+    o.calibration = *m;
+  }
+  if (given("--op-types")) o.op_types_to_quantize = a.op_types;
+  if (given("--nodes")) o.nodes_to_quantize = a.nodes;
+  if (given("--exclude")) o.nodes_to_exclude = a.exclude;
+
+  auto loaded = onnxio::LoadModel(a.model);
+  if (!loaded) return fail(loaded.error());
+  auto prepared = quant::QuantPlan::Prepare(*loaded);
+  if (!prepared) return fail(std::move(prepared).WithContext(a.model).error());
+  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, o);
+  if (!tensors) return fail(std::move(tensors).WithContext(a.model).error());
+
+  std::optional<quant::TensorRanges> ranges;
+  json calibration = nullptr;
+  if (o.mode == quant::QuantMode::kStatic) {
+    if (a.calib_data.empty()) return fail(UserError("--calib-data: static quantization needs calibration data"));
+    if (prepared->graph.inputs.empty()) return fail(UserError(a.model + ": the model has no inputs to feed"));
+    auto spec = data::ParsePreprocessSpec(a.preprocess);
+    if (!spec) return fail(std::move(spec).WithContext("--preprocess").error());
+    data::DataOptions options;
+    options.preprocess = *spec;
+    options.input_shape = InputShape(prepared->graph.inputs[0]);
+    auto dataset = data::OpenDataset(a.calib_data, options);
+    if (!dataset) return fail(std::move(dataset).WithContext("--calib-data").error());
+    const std::shared_ptr<data::Dataset> ds = *dataset;
+    std::vector<data::TargetInput> targets;
+    for (const auto& in : prepared->graph.inputs) targets.push_back({in.name, in.dtype, InputShape(in)});
+    const std::vector<int64_t> indices = data::SampleIndices(ds->size(), a.calib_samples, a.seed);
+    auto iterator = data::BatchIterator::Create(ds, indices, a.batch, targets);
+    if (!iterator) return fail(std::move(iterator).WithContext("--calib-data").error());
+    std::shared_ptr<data::BatchIterator> it = std::move(*iterator);
+    const int64_t num_batches = it->num_batches();
+    std::fprintf(stderr, "seqto quantize: calibrating %zu tensors on %lld samples of %s\n", tensors->size(),
+                 static_cast<long long>(it->num_samples()), ds->description().c_str());
+    CalibrationProgress progress(num_batches);
+    auto stats = quant::Calibrate(*prepared, *tensors, data::AsFeedSource(it), o.calibration_options, a.threads,
+                                  [&](size_t done) { progress.Update(done); });
+    if (!stats) return fail(std::move(stats).WithContext(a.model).error());
+    auto r = stats->Ranges(o.calibration, o.calibration_options);
+    if (!r) return fail(std::move(r).WithContext("calibration").error());
+    ranges = std::move(*r);
+    calibration = {{"method", quant::CalibrationMethodName(o.calibration)},
+                   {"data", a.calib_data},
+                   {"samples", it->num_samples()},
+                   {"batches", num_batches},
+                   {"tensors", tensors->size()}};
+  }
+
+  auto plan = quant::QuantPlan::Create(*prepared, o, ranges ? &*ranges : nullptr);
+  if (!plan) return fail(std::move(plan).WithContext(a.model).error());
+  auto model = plan->Materialize();
+  if (!model) return fail(std::move(model).WithContext(a.model).error());
+  if (Status s = onnxio::CheckModel(*model); !s.ok())
+    return fail(Error{ErrorKind::kInternal, "the quantized model fails the ONNX checker: " + s.message()});
+  if (Status s = onnxio::SaveModel(*model, a.output); !s.ok()) return fail(s.error());
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(a.output, ec);
+
+  size_t qdq = 0;
+  for (const auto& n : model->graph.nodes)
+    if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" || n.op_type == "DynamicQuantizeLinear") ++qdq;
+  std::set<std::string> quantized;
+  for (const auto& g : plan->groups())
+    for (const auto& n : g.nodes) quantized.insert(n);
+  std::printf("%s: %zu groups, %zu nodes quantized, %zu Q/DQ nodes, %lld bytes\n", a.output.c_str(),
+              plan->groups().size(), quantized.size(), qdq, static_cast<long long>(ec ? 0 : size));
+
+  if (!a.json.empty()) {
+    json j;
+    j["output"] = a.output;
+    j["model"] = a.model;
+    j["mode"] = o.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
+    j["size_bytes"] = ec ? 0 : static_cast<int64_t>(size);
+    j["groups"] = json::array();
+    for (const auto& g : plan->groups())
+      j["groups"].push_back({{"name", g.name},
+                             {"op_type", g.op_type},
+                             {"order", g.order},
+                             {"nodes", g.nodes},
+                             {"weights", g.weights},
+                             {"activations", g.activations},
+                             {"owned_qdq_nodes", g.owned_qdq_nodes},
+                             {"weight_elements", g.weight_elements},
+                             {"output_channels", g.output_channels}});
+    // Nodes in execution order; excluded: nodes of a quantizable op type that the
+    // name filters (nodes_to_quantize / nodes_to_exclude) left out.
+    j["quantized_nodes"] = json::array();
+    j["excluded_nodes"] = json::array();
+    quant::NodeFilterSpec spec;
+    spec.op_types = o.op_types_to_quantize;
+    spec.include = o.nodes_to_quantize;
+    spec.exclude = o.nodes_to_exclude;
+    auto filter = quant::NodeFilter::ForGraph(prepared->graph, spec, quant::QuantPlan::SupportedOpTypes(o.mode));
+    for (const auto& n : prepared->graph.nodes) {
+      if (quantized.count(n.name)) j["quantized_nodes"].push_back(n.name);
+      else if (filter && filter->SelectsOpType(n.op_type) && !filter->SelectsName(n.name))
+        j["excluded_nodes"].push_back(n.name);
+    }
+    j["qdq_nodes"] = qdq;
+    j["calibration"] = calibration;
+    j["options"] = OptionsJson(o);
+    if (Status s = WriteTextFile(a.json, j.dump(2) + "\n"); !s.ok()) return fail(s.error());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 void AddQuantizeCommand(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("quantize", "(not implemented yet)");
-  cmd->callback([&exit_code] { exit_code = ReportError("quantize", InternalError("not implemented yet")); });
+  auto* cmd = app.add_subcommand("quantize", "Quantize a model (static QDQ or dynamic), as ONNX Runtime's tool does");
+  auto a = std::make_shared<QuantizeArgs>();
+  a->mode = "static";
+  cmd->add_option("model", a->model, "ONNX model file (float)")->required();
+  cmd->add_option("--output,-o", a->output, "Quantized model to write")->required();
+  cmd->add_option("--mode", a->mode, "static (QDQ, calibrated) or dynamic (weights only; default static)")
+      ->check(CLI::IsMember({"static", "dynamic"}));
+  cmd->add_option("--calib-data", a->calib_data,
+                  "Calibration data: .npy (N x input shape, float32 or uint8), image folder, ONNX test data sets or "
+                  "MNIST idx file");
+  cmd->add_option("--preprocess", a->preprocess, "Preprocessing of image data (resize=..,crop=..,scale=..,mean=..,std=..)");
+  cmd->add_option("--calib-samples", a->calib_samples, "Calibrate on a seeded subset of N samples (default: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--seed", a->seed, "Seed of the calibration subset");
+  cmd->add_option("--batch", a->batch, "Calibration batch size (default 16)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--calibration", a->calibration, "Calibration method: minmax, entropy, percentile, distribution");
+  cmd->add_flag("--per-channel", a->per_channel, "Per-channel weights (output-channel axis)");
+  cmd->add_flag("--reduce-range", a->reduce_range, "7-bit weights (ORT's reduce_range)");
+  cmd->add_flag("--power-of-two", a->power_of_two, "Power-of-two scales (int8/int16 only)");
+  cmd->add_option("--activation-type", a->activation_type, "uint8 (default), int8, uint16, int16");
+  cmd->add_option("--weight-type", a->weight_type, "int8 (default), uint8, int16, uint16");
+  cmd->add_option("--op-types", a->op_types, "Op types to quantize (comma-separated; default: all supported)")
+      ->delimiter(',');
+  cmd->add_option("--nodes", a->nodes, "Only these nodes (names or globs, comma-separated)")->delimiter(',');
+  cmd->add_option("--exclude", a->exclude, "Keep these nodes in float (names or globs, comma-separated)")->delimiter(',');
+  cmd->add_option("--config", a->config, "JSON options with ONNX Runtime's names (flags override them)");
+  cmd->add_option("--json", a->json, "Also write the quantization groups and settings as JSON to this file");
+  cmd->add_option("--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 16));
+  cmd->callback([a, cmd, &exit_code] { exit_code = RunQuantize(*a, *cmd); });
 }
 
 }  // namespace seqto::cli

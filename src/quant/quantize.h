@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +17,10 @@
 #include "quant/scheme.h"
 
 namespace seqto::quant {
+
+namespace detail {
+class ParamCache;
+}
 
 enum class QuantMode { kStatic, kDynamic };
 
@@ -34,6 +39,9 @@ struct TensorOverride {
 struct QuantOptions {
   QuantMode mode = QuantMode::kStatic;
   bool per_channel = false;
+  // 7-bit weights. As in ORT's QDQ quantizer it applies to per-channel weights only
+  // (per-tensor QDQ weights ignore it), and to dynamic mode's weights; never to
+  // activations.
   bool reduce_range = false;
   QuantType activation_type = QuantType::kUInt8;
   QuantType weight_type = QuantType::kInt8;
@@ -41,8 +49,13 @@ struct QuantOptions {
   std::vector<std::string> nodes_to_quantize;     // names or globs; empty: all
   std::vector<std::string> nodes_to_exclude;      // names or globs
   bool activation_symmetric = false;              // extra_options ActivationSymmetric
-  bool weight_symmetric = true;                   // extra_options WeightSymmetric
-  bool quantize_bias = true;                      // extra_options QuantizeBias
+  // extra_options WeightSymmetric; unset: as ORT, symmetric for signed weight types
+  // (int8, int16, int4) and asymmetric for unsigned ones.
+  std::optional<bool> weight_symmetric;
+  // extra_options QuantizeBias: int32 with scale s_in * s_w, zero point 0 (a bias
+  // int32 cannot hold at that scale gets the scale doubled until it fits, instead of
+  // ORT's saturation).
+  bool quantize_bias = true;
   bool power_of_two = false;                      // ESP-DL style scales 2^e
   CalibrationMethod calibration = CalibrationMethod::kMinMax;
   CalibrationOptions calibration_options;         // CalibMovingAverage etc.
@@ -69,14 +82,27 @@ enum class Fallback { kFloat, kInt16, kFloat16 };
 
 class QuantPlan {
  public:
-  // The tensors static quantization needs ranges for (inputs/outputs of quantizable
-  // nodes), in the prepared model. Calibrate these before Create.
+  // The tensors static quantization needs ranges for (float inputs/outputs of the
+  // nodes the options select), in the prepared model. Calibrate these before Create.
+  // Checks the options first: every name/glob of nodes_to_quantize/nodes_to_exclude
+  // must match a node, every op type must be supported (a user error names it).
   static Expected<std::set<std::string>> TensorsToCalibrate(const ir::Model& prepared, const QuantOptions& options);
-  // Prepares a float model for quantization: stable node names, BatchNormalization
-  // folded into Conv, shape/type information (as ORT's quant_pre_process does).
+  // Prepares a float model for quantization: stable node names, Constant nodes as
+  // initializers, BatchNormalization folded into Conv, shape/type information (as
+  // ORT's quant_pre_process does).
   static Expected<ir::Model> Prepare(const ir::Model& float_model);
 
-  // The full quantization of a prepared model. `ranges` is required for static mode.
+  // The full quantization of a prepared model. `ranges` is required for static mode
+  // (ORT's adjustments are applied to a copy: a quantized Relu/Clip's input takes its
+  // output's range, a Softmax's output is [0, 1]).
+  //
+  // Groups: every quantized node that needs a Q/DQ is in exactly one group. A
+  // Relu/Clip that ORT folds into its producer (no Q/DQ between them) joins the
+  // producer's group; a pass-through op (Reshape, MaxPool, ..., whose output reuses
+  // its input's parameters) joins the group that quantized its input; a group whose
+  // exclusion would change nothing (all its Q/DQ are needed by neighbours, e.g. an
+  // Add between quantized convs) joins the group producing its latest input. So
+  // excluding any one group changes the model.
   static Expected<QuantPlan> Create(const ir::Model& prepared, const QuantOptions& options,
                                     const TensorRanges* ranges);
 
@@ -85,16 +111,33 @@ class QuantPlan {
   const std::vector<QuantGroup>& groups() const { return groups_; }
   const QuantGroup* FindGroup(const std::string& name) const;
 
-  // The QDQ model with every group except `excluded` quantized. Unknown group names
-  // are an error. The model passes the ONNX checker and runs in ONNX Runtime.
+  // The QDQ model with every group except `excluded` quantized, built from the
+  // prepared model, the ranges and the options alone (deterministic). A tensor gets
+  // Q/DQ iff a quantized node needs it (one pair per tensor, shared by all its
+  // readers, as ORT does). Unknown group names are an error. The model passes the
+  // ONNX checker and runs in ONNX Runtime.
+  //   kFloat:   excluded groups' nodes are not quantized.
+  //   kInt16:   (static) their tensors use int16 Q/DQ with parameters from the same
+  //             ranges, their weights int16 symmetric; a tensor shared with a
+  //             quantized group takes the wider type.
+  //   kFloat16: (static) their tensors are rounded to float16 (Cast pairs) and their
+  //             weights and biases stored as float16; the ops still compute in
+  //             float32, which every runtime can run.
   Expected<ir::Model> Materialize(const std::set<std::string>& excluded = {},
                                   Fallback fallback = Fallback::kFloat) const;
+
+  // The op types each mode can quantize (what op_types_to_quantize may name).
+  static const std::set<std::string>& SupportedOpTypes(QuantMode mode);
 
  private:
   ir::Model prepared_;
   QuantOptions options_;
-  TensorRanges ranges_;
+  TensorRanges ranges_;  // as calibrated, adjusted as ORT does (Relu/Clip inputs, Softmax outputs)
   std::vector<QuantGroup> groups_;
+  std::vector<std::vector<size_t>> group_nodes_;  // prepared-graph node indices of each group
+  // Weight scales/zero points, computed once and shared by every Materialize (and by
+  // copies of the plan).
+  std::shared_ptr<detail::ParamCache> cache_;
 };
 
 }  // namespace seqto::quant
