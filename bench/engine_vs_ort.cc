@@ -1,16 +1,21 @@
 // engine_vs_ort: latency of seqto's engine against ONNX Runtime on the benchmark CNNs.
 //
-//   engine_vs_ort [--runs R] [--warmup W] [--models-dir DIR] [--models a,b] [--quick] [--json F]
+//   engine_vs_ort [--runs R] [--warmup W] [--models-dir DIR] [--models a,b] [--threads 1,2] [--no-ort] [--quick]
+//                 [--json F]
 //
-// For each model (resnet50, mobilenetv2), batch (1, 16) and thread count (1, 2): the
-// median latency of seqto (in-process runtime::Session) and of ONNX Runtime (timed
-// inside its Node.js process by tools/ort/ort_run.js, so process start-up and model
-// loading do not count), each after W untimed warm-up runs, on the same random input.
-// Prints a table: model, batch, threads, seqto ms, ort ms, seqto/ort.
+// For each model (resnet50, mobilenetv2 and their QDQ int8 versions resnet50_qdq,
+// mobilenetv2_qdq), batch (1, 16) and thread count (1, 2): the median latency of
+// seqto (in-process runtime::Session) and of ONNX Runtime (timed inside its Node.js
+// process by tools/ort/ort_run.js, so process start-up and model loading do not
+// count), each after W untimed warm-up runs, on the same random input. For QDQ
+// models also seqto without graph optimizations: the unfused QDQ graph in float
+// (DequantizeLinear -> float op -> QuantizeLinear), what the QDQ fusion saves.
+// Prints a table: model, batch, threads, seqto ms, ort ms, seqto/ort, unfused ms.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -32,12 +37,15 @@ struct Row {
   std::string model;
   int batch = 0, threads = 0;
   double seqto_ms = -1, ort_ms = -1;  // median; -1: not measured
+  double unfused_ms = -1;             // QDQ models: seqto with optimize = false
   std::string note;
 };
 
-Expected<LatencyStats> TimeSeqto(const ir::Model& model, const Tensor& input, int threads, int runs, int warmup) {
+Expected<LatencyStats> TimeSeqto(const ir::Model& model, const Tensor& input, int threads, int runs, int warmup,
+                                 bool optimize = true) {
   runtime::SessionOptions options;
   options.threads = threads;
+  options.optimize = optimize;
   SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, options));
   const runtime::TensorMap inputs = {{model.graph.inputs.at(0).name, input}};
   std::vector<double> times;
@@ -65,8 +73,9 @@ void PrintRow(const Row& r) {
     return std::string(buf);
   }()
                                                             : "n/a";
-  std::printf("%-12s %6d %8d %12s %12s %10s%s%s\n", r.model.c_str(), r.batch, r.threads, Fmt(r.seqto_ms).c_str(),
-              Fmt(r.ort_ms).c_str(), ratio.c_str(), r.note.empty() ? "" : "   ", r.note.c_str());
+  std::printf("%-16s %6d %8d %12s %12s %10s %12s%s%s\n", r.model.c_str(), r.batch, r.threads,
+              Fmt(r.seqto_ms).c_str(), Fmt(r.ort_ms).c_str(), ratio.c_str(), Fmt(r.unfused_ms).c_str(),
+              r.note.empty() ? "" : "   ", r.note.c_str());
   std::fflush(stdout);
 }
 
@@ -79,12 +88,20 @@ std::vector<std::string> Split(const std::string& text) {
   return items;
 }
 
+// A QDQ model: one with QuantizeLinear / DequantizeLinear nodes.
+bool IsQdq(const ir::Model& model) {
+  return std::any_of(model.graph.nodes.begin(), model.graph.nodes.end(), [](const ir::Node& n) {
+    return n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Latency of seqto's engine against ONNX Runtime on the benchmark CNNs (median of R runs)"};
   int runs = 10, warmup = 2;
-  std::string models_dir = SEQTO_BENCH_MODELS_DIR, models = "resnet50,mobilenetv2", json_path;
+  std::string models_dir = SEQTO_BENCH_MODELS_DIR, models = "resnet50,mobilenetv2,resnet50_qdq,mobilenetv2_qdq",
+              json_path;
   bool quick = false;
   app.add_option("--runs", runs, "Timed runs per measurement (default 10; 3 with --quick)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "Untimed runs before timing (default 2; 1 with --quick)")
@@ -92,6 +109,10 @@ int main(int argc, char** argv) {
   app.add_option("--models-dir", models_dir, "Folder with the benchmark models (make_bench_models.py output)");
   app.add_option("--models", models, "Comma-separated model names (files <name>.onnx in --models-dir)");
   app.add_flag("--quick", quick, "Batch 1 only, 3 runs, 1 warm-up (a smoke run)");
+  bool no_ort = false;
+  app.add_flag("--no-ort", no_ort, "Time seqto only (fused and unfused), not ONNX Runtime");
+  std::string threads_list = "1,2";
+  app.add_option("--threads", threads_list, "Comma-separated thread counts (default 1,2)");
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
   CLI11_PARSE(app, argc, argv);
   if (quick) {
@@ -99,15 +120,25 @@ int main(int argc, char** argv) {
     if (app.count("--warmup") == 0) warmup = 1;
   }
   const std::vector<int> batches = quick ? std::vector<int>{1} : std::vector<int>{1, 16};
-  const std::vector<int> thread_counts = {1, 2};
+  std::vector<int> thread_counts;
+  for (const std::string& t : Split(threads_list)) {
+    char* end = nullptr;
+    const long v = std::strtol(t.c_str(), &end, 10);
+    if (*end != '\0' || v < 1 || v > 1024) {
+      std::fprintf(stderr, "engine_vs_ort: --threads: '%s' is not a thread count\n", t.c_str());
+      return 1;
+    }
+    thread_counts.push_back(static_cast<int>(v));
+  }
 
-  if (Status s = testing::OrtAvailable(); !s.ok()) {
+  if (Status s = no_ort ? Status::Ok() : testing::OrtAvailable(); !s.ok()) {
     std::fprintf(stderr, "engine_vs_ort: %s\n", s.message().c_str());
     return 1;
   }
   std::printf("seqto engine vs ONNX Runtime: median latency of %d runs after %d warm-up%s\n", runs, warmup,
               warmup == 1 ? "" : "s");
-  std::printf("%-12s %6s %8s %12s %12s %10s\n", "model", "batch", "threads", "seqto ms", "ort ms", "seqto/ort");
+  std::printf("%-16s %6s %8s %12s %12s %10s %12s\n", "model", "batch", "threads", "seqto ms", "ort ms", "seqto/ort",
+              "unfused ms");
   std::fflush(stdout);
 
   std::vector<Row> rows;
@@ -148,13 +179,23 @@ int main(int argc, char** argv) {
           row.note = "seqto: " + ours.error().message;
           failed = true;
         }
-        testing::OrtOptions ort_options;
-        ort_options.threads = threads;
-        auto ort = testing::OrtBenchmark(path, {{in.name, input}}, runs, warmup, ort_options);
-        if (ort) row.ort_ms = ort->p50;
-        else {
-          row.note += (row.note.empty() ? "" : "; ") + ort.error().message;
-          failed = true;
+        if (IsQdq(*model)) {
+          auto unfused = TimeSeqto(*model, input, threads, runs, warmup, /*optimize=*/false);
+          if (unfused) row.unfused_ms = unfused->p50;
+          else {
+            row.note += (row.note.empty() ? "seqto unfused: " : "; seqto unfused: ") + unfused.error().message;
+            failed = true;
+          }
+        }
+        if (!no_ort) {
+          testing::OrtOptions ort_options;
+          ort_options.threads = threads;
+          auto ort = testing::OrtBenchmark(path, {{in.name, input}}, runs, warmup, ort_options);
+          if (ort) row.ort_ms = ort->p50;
+          else {
+            row.note += (row.note.empty() ? "" : "; ") + ort.error().message;
+            failed = true;
+          }
         }
         PrintRow(row);
         rows.push_back(row);
@@ -172,6 +213,7 @@ int main(int argc, char** argv) {
       o["seqto_ms"] = r.seqto_ms < 0 ? nlohmann::json() : nlohmann::json(r.seqto_ms);
       o["ort_ms"] = r.ort_ms < 0 ? nlohmann::json() : nlohmann::json(r.ort_ms);
       o["ratio"] = r.seqto_ms > 0 && r.ort_ms > 0 ? nlohmann::json(r.seqto_ms / r.ort_ms) : nlohmann::json();
+      if (r.unfused_ms >= 0) o["unfused_ms"] = r.unfused_ms;
       if (!r.note.empty()) o["error"] = r.note;
       j["rows"].push_back(o);
     }

@@ -5,7 +5,7 @@
 # in the module's sources and headers is checked against the modules it declares
 # (directly or through its dependencies). An include that points upward or sideways
 # is a configure error that names the file and the include.
-set(SEQTO_MODULES core ir onnxio ops rewrite runtime data eval quant cli CACHE INTERNAL "")
+set(SEQTO_MODULES core ir onnxio ops rewrite runtime runners data eval quant tune cli CACHE INTERNAL "")
 
 function(seqto_module)
   cmake_parse_arguments(M "" "NAME" "DEPS;LIBS;SOURCES" ${ARGN})

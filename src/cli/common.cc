@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include "core/file_util.h"
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -29,16 +31,6 @@ int ReportError(const std::string& command, const Error& error) {
   return error.kind == ErrorKind::kUser ? kExitUserError : kExitInternalError;
 }
 
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return UserError(path + ": cannot write file");
-    out << text;
-    if (!out) return UserError(path + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return UserError(path + ": cannot rename temporary file");
-  return Status::Ok();
-}
+Status WriteTextFile(const std::string& path, const std::string& text) { return WriteFileAtomic(path, text); }
 
 }  // namespace seqto::cli

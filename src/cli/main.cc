@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   seqto::cli::AddConformanceCommand(app, exit_code);
   seqto::cli::AddQuantizeCommand(app, exit_code);
   seqto::cli::AddEvalCommand(app, exit_code);
+  seqto::cli::AddReportCommand(app, exit_code);
+  seqto::cli::AddAnalyzeCommand(app, exit_code);
+  seqto::cli::AddTuneCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

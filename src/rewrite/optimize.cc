@@ -5,6 +5,9 @@ namespace seqto::rewrite {
 Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
   if (options.fold_batchnorm)
     SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldBatchNormIntoConv(graph, options), "fold-batchnorm"));
+  // Before fuse-conv: that pass fuses float convs only (constant float weights),
+  // this one convs whose weights come through DequantizeLinear.
+  if (options.fuse_qdq) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseQdq(graph, options), "fuse-qdq"));
   if (options.fuse_conv) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseConvPostOps(graph, options), "fuse-conv"));
   return Status::Ok();
 }

@@ -16,6 +16,9 @@ struct OptimizeOptions {
   std::set<std::string> keep_values;
   bool fold_batchnorm = true;
   bool fuse_conv = true;
+  // QDQ islands (DequantizeLinear -> op -> QuantizeLinear) become int8 ops; off, a
+  // QDQ model runs in float (the reference the fused ops are tested against).
+  bool fuse_qdq = true;
 };
 
 // Conv -> BatchNormalization (inference, constant parameters) becomes one Conv with
@@ -25,6 +28,13 @@ GraphPatch FoldBatchNormIntoConv(const ir::Graph& graph, const OptimizeOptions& 
 // Conv followed by Add and/or Relu/Clip/LeakyRelu becomes one com.seqto.FusedConv
 // node (the conv kernel applies them as post-ops). Run after FoldBatchNormIntoConv.
 GraphPatch FuseConvPostOps(const ir::Graph& graph, const OptimizeOptions& options);
+
+// DequantizeLinear -> Conv / MatMul / Gemm / Add / GlobalAveragePool / activation /
+// data movement -> QuantizeLinear chains with constant quantization parameters become
+// integer ops (QLinearMatMul, com.seqto.QLinearConv / QGemm / QLinearAdd /
+// QLinearGlobalAveragePool / QLookup, or the data-movement op on the integer tensor). See fuse_qdq.cc for the patterns,
+// the conditions and how exact each is.
+GraphPatch FuseQdq(const ir::Graph& graph, const OptimizeOptions& options);
 
 // Runs the enabled passes in order.
 Status Optimize(ir::Graph& graph, const OptimizeOptions& options);

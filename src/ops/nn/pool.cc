@@ -3,7 +3,8 @@
 // ceil_mode), GlobalMaxPool and GlobalAveragePool (a window over all spatial dims).
 // X: N x C x D1..Dk -> Y: N x C x O1..Ok.
 // Reference: plain loops (double sums). Fast (float32): a oneDNN pooling primitive
-// per input shape on NCHW data; Indices are computed by the reference only.
+// per input shape on NCHW data; (uint8/int8 max) MaxPool8Bit. Indices are computed
+// by the reference only.
 // AveragePool's divisor follows ONNX Runtime: with count_include_pad, the taps inside
 // the padded input (not the extra windows ceil_mode adds past pad_end).
 #include <algorithm>
@@ -126,6 +127,51 @@ void PoolReference(const PoolAttrs& a, const PoolGeometry& g, const T* x, T* y, 
   });
 }
 
+// Max pooling of uint8 / int8 without Indices (what the QDQ fusion pass leaves of
+// DequantizeLinear -> MaxPool -> QuantizeLinear; oneDNN has no fast plain-layout
+// 8-bit pooling): per output row, the elementwise max of the window's input rows
+// (contiguous: vectorizes), then each window's max over that. The same result as
+// PoolReference: the max over the taps inside X, lowest() for a window without any.
+template <typename T>
+void MaxPool8Bit(const PoolGeometry& g, const T* x, T* y) {
+  const auto d = du::To3d(g.dims);
+  const int64_t in_vol = d[0].in * d[1].in * d[2].in;
+  const int64_t out_vol = d[0].out * d[1].out * d[2].out;
+  const int64_t width = d[2].in;
+  ParallelFor(g.batch * g.channels, out_vol * d[0].kernel * d[1].kernel * 2, [&](int64_t begin, int64_t end) {
+    std::vector<T> row_max(static_cast<size_t>(width));
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const T* xc = x + nc * in_vol;
+      T* yc = y + nc * out_vol;
+      for (int64_t o0 = 0; o0 < d[0].out; ++o0)
+        for (int64_t o1 = 0; o1 < d[1].out; ++o1) {
+          T* m = row_max.data();
+          std::fill(m, m + width, std::numeric_limits<T>::lowest());
+          for (int64_t k0 = 0; k0 < d[0].kernel; ++k0) {
+            const int64_t i0 = o0 * d[0].stride - d[0].pad_begin + k0 * d[0].dilation;
+            if (i0 < 0 || i0 >= d[0].in) continue;
+            for (int64_t k1 = 0; k1 < d[1].kernel; ++k1) {
+              const int64_t i1 = o1 * d[1].stride - d[1].pad_begin + k1 * d[1].dilation;
+              if (i1 < 0 || i1 >= d[1].in) continue;
+              const T* row = xc + (i0 * d[1].in + i1) * width;
+#pragma omp simd
+              for (int64_t w = 0; w < width; ++w) m[w] = m[w] < row[w] ? row[w] : m[w];
+            }
+          }
+          T* yr = yc + (o0 * d[1].out + o1) * d[2].out;
+          for (int64_t o2 = 0; o2 < d[2].out; ++o2) {
+            T best = std::numeric_limits<T>::lowest();
+            for (int64_t k2 = 0; k2 < d[2].kernel; ++k2) {
+              const int64_t i2 = o2 * d[2].stride - d[2].pad_begin + k2 * d[2].dilation;
+              if (i2 >= 0 && i2 < width && m[i2] > best) best = m[i2];
+            }
+            yr[o2] = best;
+          }
+        }
+    }
+  });
+}
+
 struct PoolPlan {
   dnnl::pooling_v2_forward prim;
   memory::desc src, dst;
@@ -153,6 +199,14 @@ class PoolKernel final : public Kernel {
                                             {DNNL_ARG_DST, du::Wrap(plan->dst, y.raw())}});
           du::Stream().wait();
         });
+    }
+    if (IsMax(a_.kind) && !indices && !reference_only_ && x.dtype() == DType::kUInt8) {
+      MaxPool8Bit(g, x.data<uint8_t>(), y.data<uint8_t>());
+      return Status::Ok();
+    }
+    if (IsMax(a_.kind) && !indices && !reference_only_ && x.dtype() == DType::kInt8) {
+      MaxPool8Bit(g, x.data<int8_t>(), y.data<int8_t>());
+      return Status::Ok();
     }
     switch (x.dtype()) {
       case DType::kFloat32: PoolReference(a_, g, x.data<float>(), y.data<float>(), indices); break;

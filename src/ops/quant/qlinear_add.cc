@@ -1,0 +1,122 @@
+// com.seqto.QLinearAdd: the sum of two quantized tensors, requantized, with ONNX
+// Runtime's com.microsoft.QLinearAdd inputs: A, a_scale, a_zero_point, B, b_scale,
+// b_zero_point, y_scale, y_zero_point (scales and zero points scalars; zero points
+// optional; A, B uint8/int8, broadcasting as numpy; Y has y_zero_point's type, else
+// A's). Attributes y_min / y_max: the clamp of a fused activation (fused_util.h).
+// What the QDQ fusion pass makes of  DQ(a), DQ(b) -> Add -> [Relu | Clip] -> Q(y).
+//   Y = clamp(round((float(A - a_zp) * a_scale + float(B - b_zp) * b_scale) / y_scale) + y_zp)
+// computed with exactly the float32 operations of the unfused DequantizeLinear, Add
+// and QuantizeLinear kernels (product, sum, quotient, round half to even), so the
+// result equals the unfused graph's bit for bit; what it saves is two float tensors
+// written and read back. (Build without FMA contraction, as the rest of ops/quant.)
+#include "ops/quant/fused_util.h"
+#include "ops/registry.h"
+#include "ops/util.h"
+
+namespace seqto::ops {
+
+namespace {
+
+enum Input { kA = 0, kAScale, kAZp, kB, kBScale, kBZp, kYScale, kYZp };
+
+struct AddParams {
+  float sa, sb, sy;
+  int32_t za, zb, zy;
+  float lo, hi;  // QuantizeClamped's bounds for Y
+};
+
+Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
+  if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
+  const Tensor& t = ctx.input(index);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, quant::ReadScales(t, index, name));
+  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+  return v[0];
+}
+
+Expected<int32_t> ScalarZp(const KernelContext& ctx, int index, DType type, const char* name) {
+  if (!ctx.has_input(index)) return 0;
+  const Tensor& t = ctx.input(index);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<int32_t> v, quant::ReadZeroPoints(t, type, index, name));
+  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+  return v[0];
+}
+
+// Y[i] for A[a_off + i * a_step], B[b_off + i * b_step], i in [0, n): the parameters
+// are locals and the forms branch-free, so the loop vectorizes (see quant_util.h).
+template <typename A, typename B, typename Y>
+void AddRow(const A* pa, int64_t a_step, const B* pb, int64_t b_step, Y* py, int64_t n, const AddParams& p) {
+  const float sa = p.sa, sb = p.sb, sy = p.sy, lo = p.lo, hi = p.hi;
+  const int32_t za = p.za, zb = p.zb, zy = p.zy;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float fa = static_cast<float>(static_cast<int32_t>(pa[i * a_step]) - za) * sa;
+    const float fb = static_cast<float>(static_cast<int32_t>(pb[i * b_step]) - zb) * sb;
+    py[i] = static_cast<Y>(quant::QuantizeClamped((fa + fb) / sy, lo, hi, zy));
+  }
+}
+
+template <typename A, typename B, typename Y>
+void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
+  const A* pa = a.data<A>();
+  const B* pb = b.data<B>();
+  Y* py = y.data<Y>();
+  if (a.shape() == b.shape()) {
+    ParallelFor(y.numel(), 4, [&](int64_t begin, int64_t end) {
+      AddRow(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p);
+    });
+    return;
+  }
+  plan.ForEachRow([&](int64_t o, int64_t ao, int64_t as, int64_t bo, int64_t bs, int64_t n) {
+    AddRow(pa + ao, as, pb + bo, bs, py + o, n, p);
+  });
+}
+
+template <typename A, typename B>
+void DispatchY(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
+  if (y.dtype() == DType::kUInt8) AddKernel<A, B, uint8_t>(a, b, y, p, plan);
+  else AddKernel<A, B, int8_t>(a, b, y, p, plan);
+}
+
+template <typename A>
+void DispatchB(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
+  if (b.dtype() == DType::kUInt8) DispatchY<A, uint8_t>(a, b, y, p, plan);
+  else DispatchY<A, int8_t>(a, b, y, p, plan);
+}
+
+Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
+  SEQTO_ASSIGN_OR_RETURN(quant::OutputClamp clamp, quant::OutputClamp::Parse(init.node));
+  return MakeKernel([clamp](KernelContext& ctx) -> Status {
+    const Tensor& a = ctx.input(kA);
+    if (!ctx.has_input(kB)) return InputError(kB, "B is missing");
+    const Tensor& b = ctx.input(kB);
+    if (!quant::Is8Bit(a.dtype())) return DTypeError(kA, a.dtype(), "uint8, int8");
+    if (!quant::Is8Bit(b.dtype())) return DTypeError(kB, b.dtype(), "uint8, int8");
+    AddParams p;
+    SEQTO_ASSIGN_OR_RETURN(p.sa, ScalarScale(ctx, kAScale, "a_scale"));
+    SEQTO_ASSIGN_OR_RETURN(p.sb, ScalarScale(ctx, kBScale, "b_scale"));
+    SEQTO_ASSIGN_OR_RETURN(p.sy, ScalarScale(ctx, kYScale, "y_scale"));
+    SEQTO_ASSIGN_OR_RETURN(p.za, ScalarZp(ctx, kAZp, a.dtype(), "a_zero_point"));
+    SEQTO_ASSIGN_OR_RETURN(p.zb, ScalarZp(ctx, kBZp, b.dtype(), "b_zero_point"));
+    DType y_type = a.dtype();
+    if (ctx.has_input(kYZp)) {
+      y_type = ctx.input(kYZp).dtype();
+      if (!quant::Is8Bit(y_type)) return DTypeError(kYZp, y_type, "uint8, int8");
+    }
+    SEQTO_ASSIGN_OR_RETURN(p.zy, ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
+    const quant::ClampBounds bounds(clamp.Narrow(y_type), p.zy);
+    p.lo = bounds.lo;
+    p.hi = bounds.hi;
+    SEQTO_ASSIGN_OR_RETURN(BroadcastPlan plan, BroadcastPlan::Make(a.shape(), b.shape()));
+    Tensor& y = ctx.Allocate(0, y_type, plan.out_shape);
+    if (y.numel() == 0) return Status::Ok();
+    if (a.dtype() == DType::kUInt8) DispatchB<uint8_t>(a, b, y, p, plan);
+    else DispatchB<int8_t>(a, b, y, p, plan);
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+void RegisterQLinearAdd(OpRegistry& r) { r.Register({"QLinearAdd", "com.seqto", 1, MakeQLinearAdd}); }
+
+}  // namespace seqto::ops

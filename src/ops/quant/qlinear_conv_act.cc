@@ -1,0 +1,243 @@
+// com.seqto.QLinearConv: ONNX QLinearConv (same inputs and attributes) whose 8-bit
+// output is then clamped to [y_min, y_max] (both optional): what the QDQ fusion
+// pass makes of
+//   DQ(x), DQ(w const), [DQ(b)] -> Conv -> [Relu | Clip] -> Q(y)
+// (see ops/quant/fused_util.h for why the clamp is exact).
+//
+// Two paths:
+//   - native (the fast one; 2-D convs whose weights, scales, zero points and bias
+//     are constants, int8 weights with zero point 0 as quantizers write them, on a
+//     CPU where oneDNN's int8 kernels are exact): one oneDNN int8 convolution that
+//     also requantizes, writing 8-bit output in its preferred layout, reordered to
+//     NCHW (one byte per element) and clamped;
+//   - otherwise the built-in QLinearConv kernel (exact int32 accumulation, its own
+//     requantization pass), then the clamp.
+// Both compute y = clamp(round(float(acc + bias) * (x_scale * w_scale[m] / y_scale))
+// + y_zp) on the exact int32 accumulator with round half to even. oneDNN adds
+// y_zp (and converts acc and bias) in float32 before it rounds, which can move a
+// value that lies within float rounding of a .5 tie to the other side: the two paths
+// then differ by one quantum. That happens on very few elements and is the same
+// kind of difference the fused op has from the float QDQ graph anyway (see
+// rewrite/fuse_qdq.cc); reference_only sessions take the exact path.
+#include <unordered_map>
+
+#include "ops/nn/dnnl_util.h"
+#include "ops/quant/fused_util.h"
+#include "ops/registry.h"
+#include "ops/util.h"
+
+namespace seqto::ops {
+
+namespace {
+
+namespace du = dnnl_util;
+using dnnl::memory;
+
+enum Input { kX = 0, kXScale, kXZp, kW, kWScale, kWZp, kYScale, kYZp, kBias };
+
+// The constant parameters the native path needs, read once.
+struct NativeParams {
+  int32_t x_zp = 0, y_zp = 0;
+  DType y_type = DType::kUInt8;
+  std::vector<float> scales;  // x_scale * w_scale[m] / y_scale: one, or one per output channel
+  std::vector<int32_t> bias;  // [M] (zeros without a bias)
+  std::vector<int8_t> weights;  // W as oneDNN's [G, M/G, C/G, kh, kw] (the same bytes as [M, C/G, kh, kw])
+  Shape w_shape;
+};
+
+struct NativePlan {
+  dnnl::convolution_forward prim;
+  memory::desc user_src, src_md, dst_md, plain_dst;
+  bool reorder_src = false, reorder_dst = false;
+  dnnl::reorder src_reorder, dst_reorder;
+  memory weights, bias;
+};
+
+memory::data_type Dt(DType t) { return t == DType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8; }
+
+class QLinearConvClampKernel final : public Kernel {
+ public:
+  Status Run(KernelContext& ctx) override {
+    if (native_) {
+      SEQTO_ASSIGN_OR_RETURN(bool done, RunNative(ctx));
+      if (done) return Clamp(ctx.output(0));
+    }
+    SEQTO_RETURN_IF_ERROR(conv_->Run(ctx));
+    return Clamp(ctx.output(0));
+  }
+
+  // Sets up the native path when the node qualifies (else leaves native_ empty).
+  void PrepareNative(const KernelInit& init) {
+    if (init.reference_only || !quant::ExactInt8Isa()) return;
+    const Tensor* w = init.constant(kW);
+    const Tensor* xs = init.constant(kXScale);
+    const Tensor* ws = init.constant(kWScale);
+    const Tensor* ys = init.constant(kYScale);
+    if (!w || !xs || !ws || !ys || w->dtype() != DType::kInt8 || w->rank() != 4 || w->dim(0) % group_ != 0) return;
+    auto present = [&](int i) { return i < static_cast<int>(init.node.inputs.size()) && !init.node.inputs[i].empty(); };
+    for (int i : {kXZp, kWZp, kYZp, kBias})
+      if (present(i) && !init.constant(i)) return;  // varies per run: the exact path handles it
+    const int64_t m = w->dim(0);
+    auto p = std::make_shared<NativeParams>();
+    auto scalar_f32 = [](const Tensor* t) { return t->dtype() == DType::kFloat32 && t->numel() == 1; };
+    if (!scalar_f32(xs) || !scalar_f32(ys) || ws->dtype() != DType::kFloat32 || (ws->numel() != 1 && ws->numel() != m))
+      return;
+    if (present(kXZp)) {
+      const Tensor* t = init.constant(kXZp);
+      if (!quant::Is8Bit(t->dtype()) || t->numel() != 1) return;
+      p->x_zp = quant::ReadInt32s(*t)[0];
+    }
+    if (present(kWZp)) {
+      const Tensor* t = init.constant(kWZp);
+      if (t->dtype() != DType::kInt8) return;
+      for (int32_t v : quant::ReadInt32s(*t))
+        if (v != 0) return;  // asymmetric weights: the exact path folds their zero point
+    }
+    if (present(kYZp)) {
+      const Tensor* t = init.constant(kYZp);
+      if (!quant::Is8Bit(t->dtype()) || t->numel() != 1) return;
+      p->y_type = t->dtype();
+      p->y_zp = quant::ReadInt32s(*t)[0];
+    } else {
+      p->y_type = DType::kUInt8;  // decided per run from X's type otherwise: keep it simple
+      return;
+    }
+    const float x_scale = xs->data<float>()[0], y_scale = ys->data<float>()[0];
+    for (int64_t i = 0; i < ws->numel(); ++i) p->scales.push_back(x_scale * ws->data<float>()[i] / y_scale);
+    p->bias.assign(static_cast<size_t>(m), 0);
+    if (present(kBias)) {
+      const Tensor* b = init.constant(kBias);
+      if (b->dtype() != DType::kInt32 || b->rank() != 1 || b->dim(0) != m) return;
+      std::copy(b->data<int32_t>(), b->data<int32_t>() + m, p->bias.begin());
+    }
+    p->weights.assign(w->data<int8_t>(), w->data<int8_t>() + w->numel());
+    p->w_shape = w->shape();
+    native_ = std::move(p);
+  }
+
+  ir::Node conv_node_;  // the plain QLinearConv node conv_ was built from
+  std::unique_ptr<Kernel> conv_;
+  quant::OutputClamp clamp_;
+  du::WindowAttrs attrs_;
+  int64_t group_ = 1;
+
+ private:
+  Status Clamp(Tensor& y) const {
+    if (!clamp_.NoOpFor(y.dtype())) quant::ClampInPlace(y, clamp_.lo, clamp_.hi);
+    return Status::Ok();
+  }
+
+  std::shared_ptr<NativePlan> MakePlan(const Shape& x, DType x_type, const std::vector<du::WindowDim>& dims) {
+    const NativeParams& p = *native_;
+    const Shape& ws = p.w_shape;
+    try {
+      auto plan = std::make_shared<NativePlan>();
+      const int64_t m = ws[0];
+      Shape wei_dims = group_ == 1 ? ws : Shape{group_, m / group_, ws[1], ws[2], ws[3]};
+      Shape dst_dims{x[0], m};
+      memory::dims strides, dilations, pad_l, pad_r;
+      for (const auto& d : dims) {
+        dst_dims.push_back(d.out);
+        strides.push_back(d.stride);
+        dilations.push_back(d.dilation - 1);
+        pad_l.push_back(d.pad_begin);
+        pad_r.push_back((d.out - 1) * d.stride + d.extent() - d.in - d.pad_begin);
+      }
+      plan->user_src = du::PlainDesc(x, Dt(x_type));
+      plan->plain_dst = du::PlainDesc(dst_dims, Dt(p.y_type));
+      const memory::desc bias_md({m}, memory::data_type::s32, memory::format_tag::x);
+      dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                           du::AnyDesc(x, Dt(x_type)), du::AnyDesc(wei_dims, memory::data_type::s8),
+                                           bias_md, du::AnyDesc(dst_dims, Dt(p.y_type)), strides, dilations, pad_l,
+                                           pad_r);
+      dnnl::primitive_attr attr;
+      attr.set_output_scales(p.scales.size() == 1 ? 0 : 1 << 1, p.scales);
+      if (p.x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      if (p.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+      dnnl::convolution_forward::primitive_desc pd;
+      if (!du::TryMakePd(pd, [&] { return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine()); }))
+        return nullptr;
+      if (du::ImplName(pd).find("ref") != std::string::npos) return nullptr;  // the exact path is no slower
+      plan->prim = dnnl::convolution_forward(pd);
+      plan->src_md = pd.src_desc();
+      plan->dst_md = pd.dst_desc();
+      plan->reorder_src = plan->src_md != plan->user_src;
+      plan->reorder_dst = plan->dst_md != plan->plain_dst;
+      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
+      plan->weights = du::PackWeights(du::PlainDesc(wei_dims, memory::data_type::s8), p.weights.data(), pd.weights_desc(),
+                                      packed_weights_);
+      plan->bias = du::Wrap(bias_md, p.bias.data());
+      return plan;
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+  }
+
+  // The native path; false when this input does not fit it (the exact path runs).
+  Expected<bool> RunNative(KernelContext& ctx) {
+    const NativeParams& p = *native_;
+    const Tensor& x = ctx.input(kX);
+    if (!quant::Is8Bit(x.dtype()) || x.rank() != 4 || x.dim(1) != p.w_shape[1] * group_ || x.dim(1) == 0) return false;
+    if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != std::vector<int64_t>{p.w_shape[2], p.w_shape[3]})
+      return false;
+    auto dims = du::ResolveWindow(attrs_, Shape{x.dim(2), x.dim(3)}, {p.w_shape[2], p.w_shape[3]});
+    if (!dims) return false;  // the exact path reports it
+    du::CacheKey key = du::ShapeKey({&x.shape()});
+    key.push_back(static_cast<int64_t>(x.dtype()));
+    auto plan = plans_.Get(key, [&] { return MakePlan(x.shape(), x.dtype(), *dims); });
+    if (!plan) return false;
+    Shape y_shape{x.dim(0), p.w_shape[0], (*dims)[0].out, (*dims)[1].out};
+    Tensor& y = ctx.Allocate(0, p.y_type, y_shape);
+    if (y.numel() == 0) return true;
+    SEQTO_RETURN_IF_ERROR(du::Guard("QLinearConv (com.seqto)", [&] {
+      dnnl::stream& s = du::Stream();
+      memory src = du::Wrap(plan->user_src, x.raw());
+      if (plan->reorder_src) {
+        memory prim_src(plan->src_md, du::Engine(), du::Scratch(0, plan->src_md.get_size()));
+        plan->src_reorder.execute(s, src, prim_src);
+        src = prim_src;
+      }
+      memory plain_dst = du::Wrap(plan->plain_dst, y.raw());
+      memory dst = plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size()))
+                                     : plain_dst;
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_BIAS, plan->bias}, {DNNL_ARG_DST, dst}};
+      int32_t x_zp = p.x_zp, y_zp = p.y_zp;
+      const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::x);
+      if (x_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, du::Wrap(zp_md, &x_zp));
+      if (y_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, du::Wrap(zp_md, &y_zp));
+      plan->prim.execute(s, args);
+      if (plan->reorder_dst) plan->dst_reorder.execute(s, dst, plain_dst);
+      s.wait();
+    }));
+    quant::CountFastRun();
+    return true;
+  }
+
+  std::shared_ptr<const NativeParams> native_;
+  memory packed_weights_;
+  du::ShapeCache<NativePlan> plans_;
+};
+
+Expected<std::unique_ptr<Kernel>> MakeQLinearConvClamp(const KernelInit& init) {
+  auto kernel = std::make_unique<QLinearConvClampKernel>();
+  SEQTO_ASSIGN_OR_RETURN(kernel->clamp_, quant::OutputClamp::Parse(init.node));
+  kernel->conv_node_ = init.node;
+  kernel->conv_node_.domain = "";
+  kernel->conv_node_.attributes.erase("y_min");
+  kernel->conv_node_.attributes.erase("y_max");
+  SEQTO_ASSIGN_OR_RETURN(kernel->conv_,
+                         quant::MakeInnerKernel(kernel->conv_node_, 10, init.constant_inputs, init.reference_only));
+  SEQTO_ASSIGN_OR_RETURN(kernel->attrs_, du::ParseWindowAttrs(init.node, false));
+  SEQTO_ASSIGN_OR_RETURN(kernel->group_, init.node.attr_int("group", 1));
+  if (kernel->group_ < 1) return UserError("attribute 'group' is " + std::to_string(kernel->group_) + ", expected >= 1");
+  kernel->PrepareNative(init);
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
+}  // namespace
+
+void RegisterQLinearConvClamp(OpRegistry& r) { r.Register({"QLinearConv", "com.seqto", 1, MakeQLinearConvClamp}); }
+
+}  // namespace seqto::ops

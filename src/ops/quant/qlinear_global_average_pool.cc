@@ -1,0 +1,86 @@
+// com.seqto.QLinearGlobalAveragePool: GlobalAveragePool of a quantized tensor,
+// requantized, with ONNX Runtime's com.microsoft.QLinearGlobalAveragePool inputs:
+// X (uint8/int8, N x C x D1..Dk, NCHW), x_scale, x_zero_point, y_scale, y_zero_point
+// (scalars; zero points optional; Y has y_zero_point's type, else X's). What the QDQ
+// fusion pass makes of  DQ(x) -> GlobalAveragePool -> Q(y).
+//   Y[n, c] = clamp(round(float(S - count * x_zp) * x_scale / count / y_scale) + y_zp)
+// with S the exact integer sum of the plane and round half to even. The float path
+// (DequantizeLinear, a float sum, QuantizeLinear) rounds the sum of floats instead,
+// so the two can differ by one quantum next to a .5 tie.
+#include "ops/quant/fused_util.h"
+#include "ops/registry.h"
+#include "ops/util.h"
+
+namespace seqto::ops {
+
+namespace {
+
+enum Input { kX = 0, kXScale, kXZp, kYScale, kYZp };
+
+Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
+  if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
+  const Tensor& t = ctx.input(index);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, quant::ReadScales(t, index, name));
+  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+  return v[0];
+}
+
+Expected<int32_t> ScalarZp(const KernelContext& ctx, int index, DType type, const char* name) {
+  if (!ctx.has_input(index)) return 0;
+  const Tensor& t = ctx.input(index);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<int32_t> v, quant::ReadZeroPoints(t, type, index, name));
+  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+  return v[0];
+}
+
+template <typename X, typename Y>
+void Pool(const X* x, Y* y, int64_t planes, int64_t count, float sx, int32_t zx, float sy, int32_t zy,
+          quant::ClampBounds bounds) {
+  ParallelFor(planes, count, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const X* xp = x + p * count;
+      int64_t sum = 0;
+      for (int64_t i = 0; i < count; ++i) sum += xp[i];
+      const float mean = static_cast<float>(sum - count * zx) * sx / static_cast<float>(count);
+      y[p] = static_cast<Y>(quant::QuantizeClamped(mean / sy, bounds.lo, bounds.hi, zy));
+    }
+  });
+}
+
+Expected<std::unique_ptr<Kernel>> MakeQLinearGlobalAveragePool(const KernelInit& init) {
+  SEQTO_ASSIGN_OR_RETURN(int64_t channels_last, init.node.attr_int("channels_last", 0));
+  if (channels_last != 0) return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", only 0 (NCHW) is supported");
+  return MakeKernel([](KernelContext& ctx) -> Status {
+    const Tensor& x = ctx.input(kX);
+    if (!quant::Is8Bit(x.dtype())) return DTypeError(kX, x.dtype(), "uint8, int8");
+    if (x.rank() < 3) return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected rank >= 3 (N x C x spatial)");
+    SEQTO_ASSIGN_OR_RETURN(float sx, ScalarScale(ctx, kXScale, "x_scale"));
+    SEQTO_ASSIGN_OR_RETURN(float sy, ScalarScale(ctx, kYScale, "y_scale"));
+    SEQTO_ASSIGN_OR_RETURN(int32_t zx, ScalarZp(ctx, kXZp, x.dtype(), "x_zero_point"));
+    const DType y_type = ctx.has_input(kYZp) ? ctx.input(kYZp).dtype() : x.dtype();
+    if (!quant::Is8Bit(y_type)) return DTypeError(kYZp, y_type, "uint8, int8");
+    SEQTO_ASSIGN_OR_RETURN(int32_t zy, ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const int64_t count = planes == 0 ? 0 : x.numel() / planes;
+    if (count == 0 && planes > 0) return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ": nothing to pool");
+    Shape y_shape = {x.dim(0), x.dim(1)};
+    y_shape.resize(x.shape().size(), 1);
+    Tensor& y = ctx.Allocate(0, y_type, y_shape);
+    if (planes == 0) return Status::Ok();
+    const quant::ClampBounds bounds(quant::RangeOf(y_type), zy);
+    const bool xu8 = x.dtype() == DType::kUInt8, yu8 = y_type == DType::kUInt8;
+    if (xu8 && yu8) Pool(x.data<uint8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    else if (xu8) Pool(x.data<uint8_t>(), y.data<int8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    else if (yu8) Pool(x.data<int8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    else Pool(x.data<int8_t>(), y.data<int8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+void RegisterQLinearGlobalAveragePool(OpRegistry& r) {
+  r.Register({"QLinearGlobalAveragePool", "com.seqto", 1, MakeQLinearGlobalAveragePool});
+}
+
+}  // namespace seqto::ops

@@ -1,0 +1,439 @@
+#include "quant/analysis/analyze.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "core/parallel.h"
+#include "eval/metrics.h"
+
+namespace seqto::quant {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Where one quantized activation lives in the QDQ model: the value entering its
+// QuantizeLinear and the value leaving its DequantizeLinear.
+struct ActivationSite {
+  std::string float_name;  // the value in the float (prepared) model
+  std::string pre_q;       // QDQ model: input of QuantizeLinear
+  std::string post_dq;     // QDQ model: output of DequantizeLinear
+};
+
+struct QdqIndex {
+  std::map<std::string, const ir::Node*> producer;               // value -> node
+  std::map<std::string, std::vector<const ir::Node*>> consumers;  // value -> nodes
+  std::map<std::string, const ir::Node*> by_name;
+};
+
+QdqIndex IndexGraph(const ir::Graph& g) {
+  QdqIndex index;
+  for (const auto& n : g.nodes) {
+    index.by_name[n.name] = &n;
+    for (const auto& o : n.outputs)
+      if (!o.empty()) index.producer[o] = &n;
+    for (const auto& i : n.inputs)
+      if (!i.empty()) index.consumers[i].push_back(&n);
+  }
+  return index;
+}
+
+bool IsOp(const ir::Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
+
+// Finds the Q/DQ pair of activation `t`: either Q reads t (t keeps its name before Q),
+// or DQ writes t (a graph output keeps its name after DQ).
+std::optional<ActivationSite> FindSite(const QdqIndex& index, const std::string& t) {
+  auto consumers = index.consumers.find(t);
+  if (consumers != index.consumers.end()) {
+    for (const ir::Node* q : consumers->second) {
+      if (!IsOp(q, "QuantizeLinear") || q->outputs.empty()) continue;
+      auto dqs = index.consumers.find(q->outputs[0]);
+      if (dqs == index.consumers.end()) continue;
+      for (const ir::Node* dq : dqs->second)
+        if (IsOp(dq, "DequantizeLinear")) return ActivationSite{t, t, dq->outputs[0]};
+    }
+  }
+  auto producer = index.producer.find(t);
+  if (producer != index.producer.end() && IsOp(producer->second, "DequantizeLinear")) {
+    auto q = index.producer.find(producer->second->inputs[0]);
+    if (q != index.producer.end() && IsOp(q->second, "QuantizeLinear"))
+      return ActivationSite{t, q->second->inputs[0], t};
+  }
+  return std::nullopt;
+}
+
+// (q - zp) * scale along `axis` (DequantizeLinear's semantics, in double).
+Expected<std::vector<double>> Dequantize(const Tensor& q, const Tensor& scale, const Tensor* zero_point,
+                                         int64_t axis) {
+  const std::vector<double> qv = q.ToDoubles(), sv = scale.ToDoubles();
+  const std::vector<double> zv = zero_point ? zero_point->ToDoubles() : std::vector<double>(sv.size(), 0.0);
+  if (zv.size() != sv.size()) return UserError("zero point and scale sizes differ");
+  std::vector<double> out(qv.size());
+  if (sv.size() == 1) {
+    for (size_t i = 0; i < qv.size(); ++i) out[i] = (qv[i] - zv[0]) * sv[0];
+    return out;
+  }
+  if (axis < 0) axis += q.rank();
+  if (axis < 0 || axis >= q.rank() || q.dim(axis) != static_cast<int64_t>(sv.size()))
+    return UserError("per-axis scale does not match the weight's shape");
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < q.rank(); ++d) inner *= q.dim(d);
+  const int64_t channels = q.dim(axis);
+  for (size_t i = 0; i < qv.size(); ++i) {
+    const size_t c = (i / inner) % channels;
+    out[i] = (qv[i] - zv[c]) * sv[c];
+  }
+  return out;
+}
+
+// Weight SQNR of every weight of a group: the float initializer against the
+// dequantized initializer that replaces it in the QDQ model (matched by node name and
+// input position, so no naming convention of the rewriter is assumed).
+Expected<double> WeightSqnr(const QuantGroup& group, const ir::Graph& float_graph, const ir::Graph& qdq_graph,
+                            const QdqIndex& qdq_index) {
+  if (group.weights.empty()) return kNaN;
+  SqnrAccumulator acc;
+  std::set<std::string> weights(group.weights.begin(), group.weights.end());
+  for (const auto& node_name : group.nodes) {
+    const ir::Node* float_node = nullptr;
+    for (const auto& n : float_graph.nodes)
+      if (n.name == node_name) float_node = &n;
+    auto qdq_node = qdq_index.by_name.find(node_name);
+    if (!float_node || qdq_node == qdq_index.by_name.end()) continue;
+    for (size_t j = 0; j < float_node->inputs.size() && j < qdq_node->second->inputs.size(); ++j) {
+      const std::string& w = float_node->inputs[j];
+      if (!weights.count(w)) continue;
+      auto producer = qdq_index.producer.find(qdq_node->second->inputs[j]);
+      if (producer == qdq_index.producer.end() || !IsOp(producer->second, "DequantizeLinear")) continue;
+      const ir::Node& dq = *producer->second;
+      auto get = [&](size_t k) -> const Tensor* {
+        if (k >= dq.inputs.size() || dq.inputs[k].empty()) return nullptr;
+        auto it = qdq_graph.initializers.find(dq.inputs[k]);
+        return it == qdq_graph.initializers.end() ? nullptr : &it->second;
+      };
+      const Tensor *q = get(0), *scale = get(1), *zp = get(2);
+      auto fw = float_graph.initializers.find(w);
+      if (!q || !scale || fw == float_graph.initializers.end()) continue;
+      SEQTO_ASSIGN_OR_RETURN(const int64_t axis, dq.attr_int("axis", 1));
+      auto deq = Dequantize(*q, *scale, zp, axis);
+      if (!deq) return Status(deq.error()).WithContext("weight '" + w + "'");
+      const std::vector<double> x = fw->second.ToDoubles();
+      if (x.size() != deq->size()) return InternalError("weight '" + w + "': dequantized size differs");
+      acc.Add(x.data(), deq->data(), x.size());
+    }
+  }
+  return acc.count() ? acc.Db() : kNaN;
+}
+
+// Rows `rows` (indices along dimension 0) of every tensor of a batch.
+runtime::TensorMap SelectRows(const runtime::TensorMap& batch, const std::vector<int64_t>& rows) {
+  runtime::TensorMap out;
+  for (const auto& [name, t] : batch) {
+    if (t.rank() == 0) {
+      out[name] = t;
+      continue;
+    }
+    Shape shape = t.shape();
+    shape[0] = static_cast<int64_t>(rows.size());
+    Tensor sub(t.dtype(), shape);
+    const size_t row_bytes = t.dim(0) ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(static_cast<std::byte*>(sub.raw()) + r * row_bytes,
+                  static_cast<const std::byte*>(t.raw()) + static_cast<size_t>(rows[r]) * row_bytes, row_bytes);
+    out[name] = sub;
+  }
+  return out;
+}
+
+// Sums of squares of the reference outputs and of their differences from a candidate.
+struct LossSums {
+  double signal = 0, noise = 0;
+  void Add(const runtime::TensorMap& ref, const runtime::TensorMap& cand) {
+    for (const auto& [name, r] : ref) {
+      auto it = cand.find(name);
+      if (it == cand.end() || r.dtype() != DType::kFloat32 || it->second.numel() != r.numel()) continue;
+      const float* x = r.data<float>();
+      const float* y = it->second.data<float>();
+      for (int64_t i = 0; i < r.numel(); ++i) {
+        signal += double(x[i]) * x[i];
+        noise += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      }
+    }
+  }
+};
+
+// Per-sample loss of the candidate's outputs against the reference's.
+std::vector<double> PerSampleLoss(const runtime::TensorMap& ref, const runtime::TensorMap& cand) {
+  std::vector<double> signal, noise;
+  for (const auto& [name, r] : ref) {
+    auto it = cand.find(name);
+    if (it == cand.end() || r.dtype() != DType::kFloat32 || r.rank() == 0 || it->second.numel() != r.numel())
+      continue;
+    const int64_t n = r.dim(0), per = n ? r.numel() / n : 0;
+    signal.resize(n, 0.0);
+    noise.resize(n, 0.0);
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t i = 0; i < per; ++i) {
+        const double x = r.data<float>()[s * per + i], y = it->second.data<float>()[s * per + i];
+        signal[s] += x * x;
+        noise[s] += (x - y) * (x - y);
+      }
+  }
+  std::vector<double> loss(signal.size());
+  for (size_t s = 0; s < loss.size(); ++s) loss[s] = OutputLoss(signal[s], noise[s]);
+  return loss;
+}
+
+// Min-max normalization to [0, 1] over the finite values; NaN stays NaN; a constant
+// set normalizes to 0.
+std::vector<double> Normalize(const std::vector<double>& v) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (double x : v)
+    if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  std::vector<double> out(v.size(), kNaN);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::isfinite(v[i])) out[i] = hi > lo ? (v[i] - lo) / (hi - lo) : 0.0;
+  return out;
+}
+
+// Restores the intra-op thread count when the analysis (which runs single-threaded
+// sessions on several threads) ends.
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(NumThreads()) {}
+  ~ThreadCountGuard() { SetNumThreads(saved_); }
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+
+double OutputLoss(double signal_sumsq, double noise_sumsq) {
+  if (signal_sumsq <= 0) return noise_sumsq > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+  return noise_sumsq / signal_sumsq;
+}
+
+Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, const AnalysisOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (data.num_batches == 0) return UserError("analysis needs at least one batch of data");
+  const ir::Model& float_model = plan.prepared_model();
+  SEQTO_ASSIGN_OR_RETURN(ir::Model full, plan.Materialize({}));
+  const QdqIndex index = IndexGraph(full.graph);
+  const auto& groups = plan.groups();
+
+  // Which activations each group is judged by: its quantized outputs, or its inputs
+  // when no output is quantized.
+  std::map<std::string, ActivationSite> sites;  // float name -> site
+  std::vector<std::vector<std::string>> group_activations(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::set<std::string> outputs;
+    for (const auto& node_name : groups[g].nodes) {
+      auto node = index.by_name.find(node_name);
+      if (node != index.by_name.end())
+        for (const auto& o : node->second->outputs) outputs.insert(o);
+    }
+    std::vector<std::string> outs, ins;
+    for (const auto& t : groups[g].activations) {
+      auto site = FindSite(index, t);
+      if (!site) continue;
+      sites.emplace(t, *site);
+      // A quantized output: the node writes t (before Q) or its DQ writes t.
+      (outputs.count(t) || outputs.count(site->pre_q) ? outs : ins).push_back(t);
+    }
+    group_activations[g] = outs.empty() ? ins : outs;
+  }
+
+  // The float and the QDQ model must both expose these values (no fusion hides them).
+  runtime::SessionOptions float_options, qdq_options;
+  float_options.threads = qdq_options.threads = options.threads;
+  std::map<std::string, std::string> post_to_float;
+  std::set<std::string> pre_names;
+  for (const auto& [t, site] : sites) {
+    float_options.keep_values.insert(t);
+    qdq_options.keep_values.insert(site.pre_q);
+    qdq_options.keep_values.insert(site.post_dq);
+    post_to_float[site.post_dq] = t;
+    pre_names.insert(site.pre_q);
+  }
+  SEQTO_ASSIGN_OR_RETURN(auto float_session, runtime::Session::Create(float_model, float_options));
+  SEQTO_ASSIGN_OR_RETURN(auto qdq_session, runtime::Session::Create(full, qdq_options));
+
+  std::map<std::string, SqnrAccumulator> qdq_acc, xmodel_acc;
+  std::vector<runtime::TensorMap> batches_kept;  // ranking batches, for the sensitivity passes
+  std::vector<runtime::TensorMap> float_outputs;
+  LossSums full_loss;
+  std::vector<double> sample_loss;
+  size_t samples = 0;
+  const size_t sensitivity_units = options.sensitivity ? 2 * groups.size() : 0;
+  const size_t total_units = data.num_batches + sensitivity_units;
+
+  for (size_t b = 0; b < data.num_batches; ++b) {
+    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap batch, data.get(b));
+    std::map<std::string, Tensor> float_values, pre_values;
+    runtime::RunHooks float_hooks;
+    float_hooks.observe = [&](const std::string& name, const Tensor& v) {
+      if (sites.count(name)) float_values[name] = v;
+    };
+    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap ref, float_session->Run(batch, &float_hooks));
+
+    Status hook_status;
+    runtime::RunHooks qdq_hooks;
+    qdq_hooks.observe = [&](const std::string& name, const Tensor& v) {
+      if (pre_names.count(name)) pre_values[name] = v;
+      auto post = post_to_float.find(name);
+      if (post == post_to_float.end() || !hook_status.ok()) return;
+      const ActivationSite& site = sites.at(post->second);
+      auto pre = pre_values.find(site.pre_q);
+      auto fv = float_values.find(site.float_name);
+      if (pre == pre_values.end() || fv == float_values.end()) return;
+      Status s = qdq_acc[site.float_name].Add(pre->second, v);
+      if (s.ok()) s = xmodel_acc[site.float_name].Add(fv->second, v);
+      if (!s.ok()) hook_status = std::move(s).WithContext("value '" + site.float_name + "'");
+    };
+    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap cand, qdq_session->Run(batch, &qdq_hooks));
+    SEQTO_RETURN_IF_ERROR(hook_status);
+    full_loss.Add(ref, cand);
+    const std::vector<double> per_sample = PerSampleLoss(ref, cand);
+    sample_loss.insert(sample_loss.end(), per_sample.begin(), per_sample.end());
+    if (!batch.empty() && batch.begin()->second.rank() > 0) samples += batch.begin()->second.dim(0);
+    if (options.sensitivity) {
+      batches_kept.push_back(std::move(batch));
+      float_outputs.push_back(std::move(ref));
+    }
+    if (options.progress) options.progress(b + 1, total_units);
+  }
+
+  AnalysisResult result;
+  result.samples = samples;
+  result.full_output_loss = OutputLoss(full_loss.signal, full_loss.noise);
+  result.full_output_sqnr_db = -10.0 * std::log10(std::max(result.full_output_loss, 1e-300));
+  std::vector<double> xmodel(groups.size(), kNaN), qdq(groups.size(), kNaN);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    GroupAnalysis a;
+    a.name = groups[g].name;
+    a.op_type = groups[g].op_type;
+    a.nodes = groups[g].nodes;
+    a.order = groups[g].order;
+    a.weight_elements = groups[g].weight_elements;
+    a.output_channels = groups[g].output_channels;
+    SEQTO_ASSIGN_OR_RETURN(a.weight_sqnr_db, WeightSqnr(groups[g], float_model.graph, full.graph, index));
+    // A group judged by several activations takes the worst of them.
+    for (const auto& t : group_activations[g]) {
+      auto q = qdq_acc.find(t), x = xmodel_acc.find(t);
+      if (q == qdq_acc.end() || x == xmodel_acc.end()) continue;
+      qdq[g] = std::isnan(qdq[g]) ? q->second.Db() : std::min(qdq[g], q->second.Db());
+      xmodel[g] = std::isnan(xmodel[g]) ? x->second.Db() : std::min(xmodel[g], x->second.Db());
+    }
+    a.qdq_sqnr_db = qdq[g];
+    a.xmodel_sqnr_db = xmodel[g];
+    a.sensitivity_isolated = a.sensitivity_revert_one = kNaN;
+    result.groups.push_back(std::move(a));
+  }
+  const std::vector<double> nx = Normalize(xmodel), nq = Normalize(qdq);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const bool has_x = std::isfinite(nx[g]), has_q = std::isfinite(nq[g]);
+    result.groups[g].seqto_score = has_x && has_q ? 0.5 * nx[g] + 0.5 * nq[g] : has_x ? nx[g] : has_q ? nq[g] : kNaN;
+  }
+
+  if (options.sensitivity) {
+    // The sensitivity subset: every sample, or the worst ones of the full model.
+    std::vector<runtime::TensorMap> sens_batches = std::move(batches_kept), sens_ref = std::move(float_outputs);
+    if (options.worst_samples > 0 && options.worst_samples < sample_loss.size()) {
+      std::vector<size_t> order(sample_loss.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sample_loss[a] > sample_loss[b]; });
+      std::set<size_t> chosen(order.begin(), order.begin() + options.worst_samples);
+      std::vector<runtime::TensorMap> kept_batches, kept_ref;
+      size_t base = 0;
+      for (size_t b = 0; b < sens_batches.size(); ++b) {
+        const int64_t n = sens_batches[b].begin()->second.rank() ? sens_batches[b].begin()->second.dim(0) : 1;
+        std::vector<int64_t> rows;
+        for (int64_t r = 0; r < n; ++r)
+          if (chosen.count(base + r)) rows.push_back(r);
+        base += n;
+        if (rows.empty()) continue;
+        kept_batches.push_back(SelectRows(sens_batches[b], rows));
+        kept_ref.push_back(SelectRows(sens_ref[b], rows));
+      }
+      sens_batches = std::move(kept_batches);
+      sens_ref = std::move(kept_ref);
+      result.sensitivity_samples = options.worst_samples;
+    } else {
+      result.sensitivity_samples = samples;
+    }
+
+    // The fully quantized model's loss on the subset, with the same sessions options
+    // as the candidates (int8 fusion on), so differences come from the group alone.
+    auto loss_of = [&](const std::set<std::string>& excluded, double& loss) -> Status {
+      SEQTO_ASSIGN_OR_RETURN(ir::Model model, plan.Materialize(excluded));
+      runtime::SessionOptions so;
+      so.threads = 1;
+      SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, so));
+      LossSums sums;
+      for (size_t b = 0; b < sens_batches.size(); ++b) {
+        SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap out, session->Run(sens_batches[b]));
+        sums.Add(sens_ref[b], out);
+      }
+      loss = OutputLoss(sums.signal, sums.noise);
+      return Status::Ok();
+    };
+
+    ThreadCountGuard thread_guard;
+    double full_subset_loss = 0;
+    SEQTO_RETURN_IF_ERROR(loss_of({}, full_subset_loss));
+    std::set<std::string> all_names;
+    for (const auto& g : groups) all_names.insert(g.name);
+
+    const int hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t workers = std::min<size_t>(options.threads > 0 ? options.threads : hw, 2 * groups.size());
+    std::atomic<size_t> next{0}, done{data.num_batches};
+    std::mutex mutex;
+    Status first_error;
+    auto work = [&] {
+      for (size_t unit = next++; unit < 2 * groups.size(); unit = next++) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!first_error.ok()) return;
+        }
+        const size_t g = unit / 2;
+        const bool isolated = unit % 2 == 1;
+        std::set<std::string> excluded;
+        if (isolated) {
+          excluded = all_names;
+          excluded.erase(groups[g].name);
+        } else {
+          excluded = {groups[g].name};
+        }
+        double loss = 0;
+        Status s = loss_of(excluded, loss);
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!s.ok()) {
+          if (first_error.ok()) first_error = std::move(s).WithContext("group '" + groups[g].name + "'");
+          return;
+        }
+        if (isolated) result.groups[g].sensitivity_isolated = loss;
+        else result.groups[g].sensitivity_revert_one = full_subset_loss - loss;
+        if (options.progress) options.progress(++done, total_units);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+    SEQTO_RETURN_IF_ERROR(first_error);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace seqto::quant

@@ -1,0 +1,77 @@
+// Layer error analysis (DESIGN.md sections 2 and 4): for every quantization group of
+// a plan, how much quantization hurts it.
+//   - weight SQNR: float weight against its dequantized weight;
+//   - qdq SQNR: a quantized activation before Q against after DQ, in the QDQ model;
+//   - xmodel SQNR: the activation in the float model against after DQ in the QDQ model
+//     (accumulated error of everything upstream);
+//   - SeQTO's score: 0.5 * norm(xmodel) + 0.5 * norm(qdq), min-max normalized over groups;
+//   - output sensitivity: the output loss against the float model when only this group
+//     is quantized (isolated) and the loss removed when only this group is reverted to
+//     float (revert-one).
+// All SQNRs are over all samples concatenated. The float and the QDQ model each run
+// once per batch and values are compared as they stream: no activation is kept
+// beyond the batch that produced it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "quant/quantize.h"
+#include "runtime/session.h"
+
+namespace seqto::quant {
+
+// The ranking subset: batch i on demand (the same batches every time it is asked).
+struct BatchList {
+  size_t num_batches = 0;
+  std::function<Expected<runtime::TensorMap>(size_t index)> get;
+};
+
+struct AnalysisOptions {
+  bool sensitivity = true;   // run the isolated and revert-one passes (2 runs per group)
+  // Revert-one sensitivity only on the `worst_samples` samples where the fully
+  // quantized model's output loss is largest (as NNCF does); 0: all samples.
+  size_t worst_samples = 0;
+  int threads = 0;           // 0: all cores; groups are evaluated in parallel
+  // Called after each unit of work (done, total) for progress display.
+  std::function<void(size_t, size_t)> progress;
+};
+
+struct GroupAnalysis {
+  std::string name;
+  std::string op_type;
+  std::vector<std::string> nodes;
+  size_t order = 0;
+  int64_t weight_elements = 0;
+  int64_t output_channels = 0;
+  double weight_sqnr_db = 0;  // NaN when the group has no quantized weight
+  double qdq_sqnr_db = 0;     // NaN when the group has no quantized activation
+  double xmodel_sqnr_db = 0;  // NaN when the group has no quantized activation
+  double seqto_score = 0;     // 0..1, higher = better quantized (SeQTO's reading)
+  // Output loss (noise-to-signal power ratio of the model outputs against the float
+  // model's, all samples; 0 = identical) with only this group quantized, and the
+  // loss removed when only this group is reverted (full loss - loss without it).
+  // NaN when the sensitivity pass did not run.
+  double sensitivity_isolated = 0;
+  double sensitivity_revert_one = 0;
+};
+
+struct AnalysisResult {
+  std::vector<GroupAnalysis> groups;  // in the plan's group order
+  double full_output_loss = 0;        // loss of the fully quantized model
+  double full_output_sqnr_db = 0;
+  size_t samples = 0;
+  size_t sensitivity_samples = 0;     // samples the sensitivity passes used
+  double seconds = 0;                 // wall time of the analysis
+};
+
+// The output loss used by sensitivity: sum ||ref - cand||^2 / sum ||ref||^2 over all
+// outputs and samples.
+double OutputLoss(double signal_sumsq, double noise_sumsq);
+
+Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, const AnalysisOptions& options);
+
+}  // namespace seqto::quant

@@ -1,0 +1,47 @@
+// Rankers order quantization groups for the tuner: the first group is the first to
+// get its precision back. One file per ranker (rank/<name>.cc) registers itself with
+// one line in rank/registry.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "quant/analysis/analyze.h"
+
+namespace seqto::quant {
+
+struct RankOptions {
+  uint64_t seed = 0;  // for `random`
+};
+
+struct Ranker {
+  std::string name;
+  std::string description;
+  // Whether the ranker needs the sensitivity pass of the analysis.
+  bool needs_sensitivity = false;
+  // Group names, first = first to exclude from quantization.
+  std::function<Expected<std::vector<std::string>>(const AnalysisResult&, const RankOptions&)> rank;
+};
+
+// All rankers, in a stable order; the default is "damage".
+const std::vector<Ranker>& Rankers();
+const Ranker* FindRanker(const std::string& name);
+constexpr const char* kDefaultRanker = "damage";
+// "unknown ranker 'x' (known: damage, seqto-published, ...)" on failure.
+Expected<const Ranker*> GetRanker(const std::string& name);
+
+// Ranker factories, one per file.
+Ranker MakeSeqtoPublishedRanker();
+Ranker MakeDamageRanker();
+Ranker MakeSensitivityRanker();
+Ranker MakeWeightsRanker();
+Ranker MakeRandomRanker();
+
+// Orders `groups` by key ascending, ties by execution order (stable, deterministic).
+std::vector<std::string> OrderBy(const std::vector<GroupAnalysis>& groups,
+                                 const std::function<double(const GroupAnalysis&)>& key);
+
+}  // namespace seqto::quant

@@ -1,0 +1,431 @@
+#include "tune/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace seqto::tune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Reads an object's keys strictly: each accessor names the key's path in errors, and
+// Finish() rejects every key that was not read.
+class ObjectReader {
+ public:
+  ObjectReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  Status CheckObject() const {
+    if (!j_.is_object()) return UserError(Where() + "expected an object");
+    return Status::Ok();
+  }
+  bool has(const std::string& key) {
+    seen_.insert(key);
+    return j_.contains(key) && !j_.at(key).is_null();
+  }
+  std::string KeyPath(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  Status String(const std::string& key, std::string& out) {
+    if (!has(key)) return Status::Ok();
+    if (!j_.at(key).is_string()) return UserError(KeyPath(key) + ": expected a string");
+    out = j_.at(key).get<std::string>();
+    return Status::Ok();
+  }
+  Status Bool(const std::string& key, bool& out) {
+    if (!has(key)) return Status::Ok();
+    if (!j_.at(key).is_boolean()) return UserError(KeyPath(key) + ": expected true or false");
+    out = j_.at(key).get<bool>();
+    return Status::Ok();
+  }
+  Status Number(const std::string& key, double& out, double min, double max) {
+    if (!has(key)) return Status::Ok();
+    const json& v = j_.at(key);
+    if (!v.is_number()) return UserError(KeyPath(key) + ": expected a number");
+    const double d = v.get<double>();
+    if (!(d >= min && d <= max))
+      return UserError(KeyPath(key) + ": " + v.dump() + " is outside [" + Fmt(min) + ", " + Fmt(max) + "]");
+    out = d;
+    return Status::Ok();
+  }
+  template <typename Int>
+  Status Integer(const std::string& key, Int& out, int64_t min, int64_t max) {
+    if (!has(key)) return Status::Ok();
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) return UserError(KeyPath(key) + ": expected an integer");
+    const int64_t i = v.get<int64_t>();
+    if (i < min || i > max)
+      return UserError(KeyPath(key) + ": " + v.dump() + " is outside [" + std::to_string(min) + ", " +
+                       std::to_string(max) + "]");
+    out = static_cast<Int>(i);
+    return Status::Ok();
+  }
+  Status Strings(const std::string& key, std::vector<std::string>& out) {
+    if (!has(key)) return Status::Ok();
+    const json& v = j_.at(key);
+    if (v.is_string()) {  // "a,b" is accepted as a list, as on the command line
+      out.clear();
+      std::stringstream ss(v.get<std::string>());
+      for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) out.push_back(item);
+      return Status::Ok();
+    }
+    if (!v.is_array()) return UserError(KeyPath(key) + ": expected a list of strings");
+    out.clear();
+    for (const auto& item : v) {
+      if (!item.is_string()) return UserError(KeyPath(key) + ": expected a list of strings");
+      out.push_back(item.get<std::string>());
+    }
+    return Status::Ok();
+  }
+  const json* Object(const std::string& key) {
+    if (!has(key)) return nullptr;
+    return &j_.at(key);
+  }
+
+  // Every key not read is an error naming it (with the known keys, to help typos).
+  Status Finish() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (seen_.count(it.key())) continue;
+      std::string known;
+      for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
+      return UserError(KeyPath(it.key()) + ": unknown key (known here: " + known + ")");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string Where() const { return path_.empty() ? "" : path_ + ": "; }
+  static std::string Fmt(double d) {
+    std::ostringstream os;
+    os << d;
+    return os.str();
+  }
+  const json& j_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+std::string Resolve(const std::string& path, const std::string& base_dir) {
+  if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
+  return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+Expected<data::PreprocessSpec> ParsePreprocess(const json& v, const std::string& key_path) {
+  Expected<data::PreprocessSpec> spec = v.is_string() ? data::ParsePreprocessSpec(v.get<std::string>())
+                                        : v.is_object() ? data::ParsePreprocessJson(v)
+                                                        : Expected<data::PreprocessSpec>(UserError(
+                                                              "expected a spec string or an object"));
+  if (!spec) return Status(spec.error()).WithContext(key_path);
+  return spec;
+}
+
+Status ParseDataSet(ObjectReader& parent, const std::string& key, DataSetConfig& out, const std::string& base_dir) {
+  const json* j = parent.Object(key);
+  if (!j) return Status::Ok();
+  const std::string path = parent.KeyPath(key);
+  if (j->is_string()) {  // "eval": "path/to/data"
+    out.path = Resolve(j->get<std::string>(), base_dir);
+    return Status::Ok();
+  }
+  ObjectReader r(*j, path);
+  SEQTO_RETURN_IF_ERROR(r.CheckObject());
+  SEQTO_RETURN_IF_ERROR(r.String("path", out.path));
+  out.path = Resolve(out.path, base_dir);
+  SEQTO_RETURN_IF_ERROR(r.String("labels", out.labels));
+  out.labels = Resolve(out.labels, base_dir);
+  SEQTO_RETURN_IF_ERROR(r.Integer("samples", out.samples, 0, int64_t{1} << 40));
+  if (const json* p = r.Object("preprocess")) {
+    SEQTO_ASSIGN_OR_RETURN(out.preprocess, ParsePreprocess(*p, r.KeyPath("preprocess")));
+    out.has_preprocess = true;
+  }
+  return r.Finish();
+}
+
+Expected<quant::QuantType> QuantTypeAt(const json& v, const std::string& key_path) {
+  if (!v.is_string()) return UserError(key_path + ": expected a type name such as \"uint8\"");
+  auto t = quant::ParseQuantType(v.get<std::string>());
+  if (!t) return Status(t.error()).WithContext(key_path);
+  return t;
+}
+
+Status ParseOverride(const json& v, const std::string& key_path, quant::TensorOverride& out) {
+  // ORT's format is a list of dicts (one per channel for per-channel overrides);
+  // seqto takes one dict, or a list holding one.
+  const json* obj = &v;
+  if (v.is_array()) {
+    if (v.size() != 1) return UserError(key_path + ": expected one override (per-channel lists are not supported)");
+    obj = &v[0];
+  }
+  ObjectReader r(*obj, key_path);
+  SEQTO_RETURN_IF_ERROR(r.CheckObject());
+  if (const json* t = r.Object("quant_type")) {
+    SEQTO_ASSIGN_OR_RETURN(out.quant_type, QuantTypeAt(*t, r.KeyPath("quant_type")));
+  }
+  if (r.has("scale")) {
+    double s = 0;
+    SEQTO_RETURN_IF_ERROR(r.Number("scale", s, 1e-38, 1e38));
+    out.scale = static_cast<float>(s);
+  }
+  if (r.has("zero_point")) {
+    int64_t zp = 0;
+    SEQTO_RETURN_IF_ERROR(r.Integer("zero_point", zp, -65536, 65536));
+    out.zero_point = zp;
+  }
+  if (r.has("axis")) {
+    int64_t axis = 0;
+    SEQTO_RETURN_IF_ERROR(r.Integer("axis", axis, -8, 8));
+    out.axis = axis;
+  }
+  for (const char* key : {"symmetric", "reduce_range"}) {
+    if (!r.has(key)) continue;
+    bool b = false;
+    SEQTO_RETURN_IF_ERROR(r.Bool(key, b));
+    if (std::string(key) == "symmetric") out.symmetric = b;
+    else out.reduce_range = b;
+  }
+  for (const char* key : {"rmin", "rmax"}) {
+    if (!r.has(key)) continue;
+    double d = 0;
+    SEQTO_RETURN_IF_ERROR(r.Number(key, d, -1e38, 1e38));
+    if (std::string(key) == "rmin") out.rmin = d;
+    else out.rmax = d;
+  }
+  return r.Finish();
+}
+
+}  // namespace
+
+Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::string& where) {
+  quant::QuantOptions o;
+  ObjectReader r(j, where);
+  SEQTO_RETURN_IF_ERROR(r.CheckObject());
+  std::string mode = "static";
+  SEQTO_RETURN_IF_ERROR(r.String("mode", mode));
+  if (mode == "static") o.mode = quant::QuantMode::kStatic;
+  else if (mode == "dynamic") o.mode = quant::QuantMode::kDynamic;
+  else return UserError(r.KeyPath("mode") + ": '" + mode + "' is not static or dynamic");
+  SEQTO_RETURN_IF_ERROR(r.Bool("per_channel", o.per_channel));
+  SEQTO_RETURN_IF_ERROR(r.Bool("reduce_range", o.reduce_range));
+  if (const json* t = r.Object("activation_type")) {
+    SEQTO_ASSIGN_OR_RETURN(o.activation_type, QuantTypeAt(*t, r.KeyPath("activation_type")));
+  }
+  if (const json* t = r.Object("weight_type")) {
+    SEQTO_ASSIGN_OR_RETURN(o.weight_type, QuantTypeAt(*t, r.KeyPath("weight_type")));
+  }
+  SEQTO_RETURN_IF_ERROR(r.Strings("op_types_to_quantize", o.op_types_to_quantize));
+  SEQTO_RETURN_IF_ERROR(r.Strings("nodes_to_quantize", o.nodes_to_quantize));
+  SEQTO_RETURN_IF_ERROR(r.Strings("nodes_to_exclude", o.nodes_to_exclude));
+  SEQTO_RETURN_IF_ERROR(r.Bool("power_of_two", o.power_of_two));
+  if (r.has("calibrate_method")) {
+    std::string method;
+    SEQTO_RETURN_IF_ERROR(r.String("calibrate_method", method));
+    auto m = quant::ParseCalibrationMethod(method);
+    if (!m) return Status(m.error()).WithContext(r.KeyPath("calibrate_method"));
+    o.calibration = *m;
+  }
+  if (const json* extra = r.Object("extra_options")) {
+    ObjectReader e(*extra, r.KeyPath("extra_options"));
+    SEQTO_RETURN_IF_ERROR(e.CheckObject());
+    SEQTO_RETURN_IF_ERROR(e.Bool("ActivationSymmetric", o.activation_symmetric));
+    if (e.has("WeightSymmetric")) {
+      bool b = true;
+      SEQTO_RETURN_IF_ERROR(e.Bool("WeightSymmetric", b));
+      o.weight_symmetric = b;
+    }
+    SEQTO_RETURN_IF_ERROR(e.Bool("QuantizeBias", o.quantize_bias));
+    auto& c = o.calibration_options;
+    SEQTO_RETURN_IF_ERROR(e.Bool("CalibMovingAverage", c.moving_average));
+    SEQTO_RETURN_IF_ERROR(e.Number("CalibMovingAverageConstant", c.averaging_constant, 0, 1));
+    SEQTO_RETURN_IF_ERROR(e.Number("CalibPercentile", c.percentile, 0, 100));
+    SEQTO_RETURN_IF_ERROR(e.Integer("CalibNumBins", c.percentile_num_bins, 16, 1 << 20));
+    if (const json* ov = e.Object("TensorQuantOverrides")) {
+      if (!ov->is_object()) return UserError(e.KeyPath("TensorQuantOverrides") + ": expected an object");
+      for (auto it = ov->begin(); it != ov->end(); ++it)
+        SEQTO_RETURN_IF_ERROR(ParseOverride(it.value(), e.KeyPath("TensorQuantOverrides") + "." + it.key(),
+                                            o.tensor_overrides[it.key()]));
+    }
+    SEQTO_RETURN_IF_ERROR(e.Finish());
+  }
+  SEQTO_RETURN_IF_ERROR(r.Finish());
+  return o;
+}
+
+const std::vector<std::string>& ObjectiveNames() {
+  static const std::vector<std::string> names = {"accuracy_loss", "size_bytes", "latency_ms"};
+  return names;
+}
+
+Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_path) {
+  TuneConfig c;
+  c.config_path = config_path;
+  const std::string base = config_path.empty() ? "" : fs::path(config_path).parent_path().string();
+  ObjectReader r(j, "");
+  if (!j.is_object()) return UserError("the config must be a JSON object");
+
+  SEQTO_RETURN_IF_ERROR(r.String("model", c.model));
+  if (c.model.empty()) return UserError("model: required (the path of the float ONNX model)");
+  c.model = Resolve(c.model, base);
+  SEQTO_RETURN_IF_ERROR(r.String("out", c.out));
+  c.out = Resolve(c.out, base);
+
+  const json* data = r.Object("data");
+  if (!data) return UserError("data: required (at least data.eval)");
+  {
+    ObjectReader d(*data, "data");
+    SEQTO_RETURN_IF_ERROR(d.CheckObject());
+    SEQTO_RETURN_IF_ERROR(ParseDataSet(d, "eval", c.eval, base));
+    SEQTO_RETURN_IF_ERROR(ParseDataSet(d, "calibration", c.calibration, base));
+    SEQTO_RETURN_IF_ERROR(ParseDataSet(d, "ranking", c.ranking, base));
+    data::PreprocessSpec preprocess;
+    bool has_preprocess = false;
+    if (const json* p = d.Object("preprocess")) {
+      SEQTO_ASSIGN_OR_RETURN(preprocess, ParsePreprocess(*p, "data.preprocess"));
+      has_preprocess = true;
+    }
+    std::string labels;
+    SEQTO_RETURN_IF_ERROR(d.String("labels", labels));
+    SEQTO_RETURN_IF_ERROR(d.Integer("seed", c.seed, 0, INT64_MAX));
+    SEQTO_RETURN_IF_ERROR(d.Integer("batch_size", c.batch_size, 1, 1 << 20));
+    SEQTO_RETURN_IF_ERROR(d.Finish());
+    if (c.eval.path.empty()) return UserError("data.eval: required (the evaluation data)");
+    if (c.eval.labels.empty()) c.eval.labels = Resolve(labels, base);
+    // Calibration and ranking default to the evaluation data (their own sample counts).
+    for (DataSetConfig* set : {&c.calibration, &c.ranking}) {
+      if (set->path.empty()) {
+        set->path = c.eval.path;
+        if (set->labels.empty()) set->labels = c.eval.labels;
+        if (!set->has_preprocess && c.eval.has_preprocess) {
+          set->preprocess = c.eval.preprocess;
+          set->has_preprocess = true;
+        }
+      }
+    }
+    for (DataSetConfig* set : {&c.eval, &c.calibration, &c.ranking})
+      if (!set->has_preprocess && has_preprocess) {
+        set->preprocess = preprocess;
+        set->has_preprocess = true;
+      }
+    if (c.calibration.samples == 0) c.calibration.samples = 256;
+    if (c.ranking.samples == 0) c.ranking.samples = 256;
+  }
+
+  if (const json* q = r.Object("quantization")) {
+    SEQTO_ASSIGN_OR_RETURN(c.quantization, ParseQuantOptionsJson(*q, "quantization"));
+  }
+  SEQTO_RETURN_IF_ERROR(r.String("ranker", c.ranker));
+  SEQTO_RETURN_IF_ERROR(r.Integer("worst_samples", c.worst_samples, 0, int64_t{1} << 40));
+
+  if (const json* s = r.Object("search")) {
+    ObjectReader sr(*s, "search");
+    SEQTO_RETURN_IF_ERROR(sr.CheckObject());
+    SEQTO_RETURN_IF_ERROR(sr.String("strategy", c.strategy));
+    SEQTO_RETURN_IF_ERROR(sr.Number("threshold", c.threshold, 0, 100));
+    SEQTO_RETURN_IF_ERROR(sr.Integer("max_candidates", c.max_candidates, 0, 1 << 20));
+    std::string fallback = "float";
+    SEQTO_RETURN_IF_ERROR(sr.String("fallback", fallback));
+    if (fallback == "float") c.fallback = quant::Fallback::kFloat;
+    else if (fallback == "int16") c.fallback = quant::Fallback::kInt16;
+    else if (fallback == "float16") c.fallback = quant::Fallback::kFloat16;
+    else return UserError("search.fallback: '" + fallback + "' is not float, int16 or float16");
+    SEQTO_RETURN_IF_ERROR(sr.Finish());
+  }
+  if (r.has("objectives")) {
+    SEQTO_RETURN_IF_ERROR(r.Strings("objectives", c.objectives));
+    if (c.objectives.empty()) return UserError("objectives: name at least one of accuracy_loss, size_bytes, latency_ms");
+    std::set<std::string> seen;
+    for (const auto& o : c.objectives) {
+      if (std::find(ObjectiveNames().begin(), ObjectiveNames().end(), o) == ObjectiveNames().end())
+        return UserError("objectives: unknown objective '" + o + "' (known: accuracy_loss, size_bytes, latency_ms)");
+      if (!seen.insert(o).second) return UserError("objectives: '" + o + "' is listed twice");
+    }
+  }
+  SEQTO_RETURN_IF_ERROR(r.String("runner", c.runner));
+  SEQTO_RETURN_IF_ERROR(r.Integer("threads", c.threads, 0, 1024));
+  if (const json* l = r.Object("latency")) {
+    ObjectReader lr(*l, "latency");
+    SEQTO_RETURN_IF_ERROR(lr.CheckObject());
+    SEQTO_RETURN_IF_ERROR(lr.Integer("batch", c.latency_batch, 1, 1 << 16));
+    SEQTO_RETURN_IF_ERROR(lr.Integer("warmup", c.latency_warmup, 0, 1000));
+    SEQTO_RETURN_IF_ERROR(lr.Integer("runs", c.latency_runs, 1, 100000));
+    SEQTO_RETURN_IF_ERROR(lr.Finish());
+  }
+  SEQTO_RETURN_IF_ERROR(r.Finish());
+  if (c.out.empty()) c.out = (fs::path("runs") / fs::path(c.model).stem()).string();
+  return c;
+}
+
+Expected<TuneConfig> LoadTuneConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UserError(path + ": cannot open the config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Parse again with exceptions for the position of the error.
+    try {
+      json ignored = json::parse(ss.str());
+    } catch (const json::parse_error& e) {
+      return UserError(path + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+    }
+    return UserError(path + ": not valid JSON");
+  }
+  auto config = ParseTuneConfig(j, path);
+  if (!config) return Status(config.error()).WithContext(path);
+  return config;
+}
+
+json TuneConfig::ToJson() const {
+  json j;
+  j["model"] = model;
+  auto set_json = [](const DataSetConfig& s) {
+    json d;
+    d["path"] = s.path;
+    if (!s.labels.empty()) d["labels"] = s.labels;
+    d["samples"] = s.samples;
+    if (s.has_preprocess) d["preprocess"] = s.preprocess.ToString();
+    return d;
+  };
+  j["data"] = {{"eval", set_json(eval)},
+               {"calibration", set_json(calibration)},
+               {"ranking", set_json(ranking)},
+               {"seed", seed},
+               {"batch_size", batch_size}};
+  const auto& q = quantization;
+  json qj;
+  qj["mode"] = q.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
+  qj["per_channel"] = q.per_channel;
+  qj["reduce_range"] = q.reduce_range;
+  qj["activation_type"] = quant::QuantTypeName(q.activation_type);
+  qj["weight_type"] = quant::QuantTypeName(q.weight_type);
+  qj["calibrate_method"] = quant::CalibrationMethodName(q.calibration);
+  qj["op_types_to_quantize"] = q.op_types_to_quantize;
+  qj["nodes_to_quantize"] = q.nodes_to_quantize;
+  qj["nodes_to_exclude"] = q.nodes_to_exclude;
+  qj["power_of_two"] = q.power_of_two;
+  qj["extra_options"]["ActivationSymmetric"] = q.activation_symmetric;
+  if (q.weight_symmetric) qj["extra_options"]["WeightSymmetric"] = *q.weight_symmetric;
+  qj["extra_options"]["QuantizeBias"] = q.quantize_bias;
+  qj["extra_options"]["CalibMovingAverage"] = q.calibration_options.moving_average;
+  qj["extra_options"]["CalibMovingAverageConstant"] = q.calibration_options.averaging_constant;
+  qj["tensor_overrides"] = q.tensor_overrides.size();
+  j["quantization"] = qj;
+  j["ranker"] = ranker;
+  j["worst_samples"] = worst_samples;
+  j["search"] = {{"strategy", strategy},
+                 {"threshold", threshold},
+                 {"max_candidates", max_candidates},
+                 {"fallback", fallback == quant::Fallback::kFloat   ? "float"
+                              : fallback == quant::Fallback::kInt16 ? "int16"
+                                                                    : "float16"}};
+  j["objectives"] = objectives;
+  j["runner"] = runner;
+  j["threads"] = threads;
+  j["latency"] = json{{"batch", latency_batch}, {"warmup", latency_warmup}, {"runs", latency_runs}};
+  return j;
+}
+
+}  // namespace seqto::tune

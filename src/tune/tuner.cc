@@ -1,0 +1,462 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/file_util.h"
+#include "core/npy.h"
+#include "data/model_feed.h"
+#include "eval/metrics.h"
+#include "eval/pareto.h"
+#include "onnxio/model_io.h"
+#include "quant/analysis/analyze.h"
+#include "quant/calib/calibrate.h"
+#include "quant/quantize.h"
+#include "quant/rank/ranker.h"
+#include "runners/runner.h"
+#include "tune/search.h"
+
+namespace seqto::tune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Status WriteJson(const fs::path& path, const json& j) { return WriteFileAtomic(path.string(), j.dump(2) + "\n"); }
+
+Expected<json> ReadJson(const fs::path& path) {
+  SEQTO_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(path.string()));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return UserError(path.string() + ": not valid JSON (delete it to recompute)");
+  return j;
+}
+
+json LatencyJson(const LatencyStats& s) {
+  return {{"mean", s.mean}, {"p50", s.p50}, {"p95", s.p95}, {"min", s.min},
+          {"max", s.max},   {"stddev", s.stddev}, {"runs", s.runs}};
+}
+
+// ------------------------------------------------------------------ data
+
+}  // namespace
+
+Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs,
+                            uint64_t seed, size_t batch_size, const std::string& what) {
+  data::FeedOptions options;
+  options.data.labels_path = set.labels;
+  options.data.preprocess = set.preprocess;
+  options.samples = static_cast<int64_t>(set.samples);
+  options.seed = seed;
+  options.batch = static_cast<int64_t>(batch_size);
+  auto feed = data::OpenModelFeed(set.path, model_inputs, options);
+  if (!feed) return Status(feed.error()).WithContext(what + " data");
+  LoadedSet out;
+  out.description = feed->dataset->description();
+  out.samples = feed->indices.size();
+  if (out.samples == 0) return UserError(what + " data '" + set.path + "': no samples");
+  data::Batch batch;
+  while (true) {
+    auto more = feed->iterator->Next(batch);
+    if (!more) return Status(more.error()).WithContext(what + " data");
+    if (!*more) break;
+    out.labels.insert(out.labels.end(), batch.labels.begin(), batch.labels.end());
+    out.batches.push_back(std::move(batch.feeds));
+    batch = data::Batch();
+  }
+  return out;
+}
+
+namespace {
+
+// ------------------------------------------------------------------ measurement
+
+struct Measured {
+  json metrics;               // accuracy_loss, agreement metrics, accuracy
+  LatencyStats latency;
+  int64_t size_bytes = 0;
+};
+
+Expected<Tensor> FirstOutput(const runtime::TensorMap& outputs, const std::string& name) {
+  auto it = outputs.find(name);
+  if (it == outputs.end()) return InternalError("the runner returned no output '" + name + "'");
+  return it->second;
+}
+
+runtime::TensorMap LatencyBatch(const LoadedSet& set, int batch) {
+  runtime::TensorMap out;
+  for (const auto& [name, t] : set.batches.front()) {
+    const int64_t rows = std::min<int64_t>(batch, t.dim(0));
+    Shape shape = t.shape();
+    shape[0] = rows;
+    Tensor sub(t.dtype(), shape);
+    std::memcpy(sub.raw(), t.raw(), sub.nbytes());
+    out[name] = sub;
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ the report
+
+struct Cycle {
+  size_t k = 0;
+  json j;  // as written to cycles/cycle_K.json
+  CandidateOutcome outcome;
+};
+
+CandidateOutcome OutcomeOf(const json& j) {
+  CandidateOutcome o;
+  o.accuracy_loss = j.at("metrics").at("accuracy_loss").get<double>();
+  o.size_bytes = j.at("size_bytes").get<double>();
+  o.latency_ms = j.at("latency_ms").at("mean").get<double>();
+  return o;
+}
+
+double Objective(const CandidateOutcome& o, const std::string& name) {
+  if (name == "accuracy_loss") return o.accuracy_loss;
+  if (name == "size_bytes") return o.size_bytes;
+  return o.latency_ms;
+}
+
+std::string HumanBytes(double b) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(b >= 1e6 ? 2 : 1);
+  if (b >= 1e6) os << b / 1e6 << " MB";
+  else os << b / 1e3 << " kB";
+  return os.str();
+}
+
+}  // namespace
+
+Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& options) {
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  const fs::path dir = config.out;
+  std::error_code ec;
+  const json settings = config.ToJson();
+  const fs::path config_file = dir / "config.json";
+  if (fs::exists(config_file)) {
+    if (!options.resume)
+      return UserError(dir.string() + ": a run directory is already there; pass --resume to continue it or "
+                       "choose another --out");
+    SEQTO_ASSIGN_OR_RETURN(json previous, ReadJson(config_file));
+    if (previous != settings)
+      return UserError(dir.string() + ": the run there was made with different settings; resume it with the same "
+                       "config or choose another --out");
+  }
+  fs::create_directories(dir / "cycles", ec);
+  fs::create_directories(dir / "candidates", ec);
+  fs::create_directories(dir / "baseline", ec);
+  if (ec) return UserError(dir.string() + ": cannot create the run directory: " + ec.message());
+  SEQTO_RETURN_IF_ERROR(WriteJson(config_file, settings));
+
+  // Model, prepared as the quantizer needs it.
+  SEQTO_ASSIGN_OR_RETURN(ir::Model float_model, onnxio::LoadModel(config.model));
+  SEQTO_ASSIGN_OR_RETURN(ir::Model prepared, quant::QuantPlan::Prepare(float_model));
+  const std::vector<ir::ValueInfo>& model_inputs = prepared.graph.inputs;
+  if (prepared.graph.outputs.empty()) return UserError(config.model + ": the model has no outputs");
+  const std::string output_name = prepared.graph.outputs[0].name;
+
+  // Data: the same seeded samples for every candidate.
+  say("loading data");
+  SEQTO_ASSIGN_OR_RETURN(LoadedSet eval, LoadSet(config.eval, model_inputs, config.seed, config.batch_size, "evaluation"));
+  const bool has_labels = !eval.labels.empty();
+  say("evaluation data: " + std::to_string(eval.samples) + " samples of " + eval.description +
+      (has_labels ? " (labelled)" : " (no labels: accuracy loss is top-1 disagreement with the float model)"));
+
+  // Calibrate once (and keep the ranges, so a resumed run uses the very same ones).
+  const quant::QuantOptions& qopts = config.quantization;
+  quant::TensorRanges ranges;
+  const fs::path calib_file = dir / "calibration.json";
+  if (qopts.mode == quant::QuantMode::kStatic) {
+    if (fs::exists(calib_file)) {
+      SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(calib_file));
+      for (auto it = j.at("ranges").begin(); it != j.at("ranges").end(); ++it)
+        ranges[it.key()] = quant::TensorRange{it.value()[0].get<double>(), it.value()[1].get<double>()};
+      say("calibration: " + std::to_string(ranges.size()) + " ranges from " + calib_file.string());
+    } else {
+      SEQTO_ASSIGN_OR_RETURN(LoadedSet calib, LoadSet(config.calibration, model_inputs, config.seed,
+                                                      config.batch_size, "calibration"));
+      SEQTO_ASSIGN_OR_RETURN(auto tensors, quant::QuantPlan::TensorsToCalibrate(prepared, qopts));
+      size_t next = 0;
+      quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
+        if (next >= calib.batches.size()) return false;
+        feeds = calib.batches[next++];
+        return true;
+      };
+      say("calibrating " + std::to_string(tensors.size()) + " tensors on " + std::to_string(calib.samples) +
+          " samples (" + quant::CalibrationMethodName(qopts.calibration) + ")");
+      SEQTO_ASSIGN_OR_RETURN(auto stats, quant::Calibrate(prepared, tensors, source, qopts.calibration_options,
+                                                          config.threads));
+      SEQTO_ASSIGN_OR_RETURN(ranges, stats.Ranges(qopts.calibration));
+      json j;
+      j["method"] = quant::CalibrationMethodName(qopts.calibration);
+      j["samples"] = calib.samples;
+      for (const auto& [name, r] : ranges) j["ranges"][name] = {r.min, r.max};
+      SEQTO_RETURN_IF_ERROR(WriteJson(calib_file, j));
+    }
+  }
+  SEQTO_ASSIGN_OR_RETURN(quant::QuantPlan plan,
+                         quant::QuantPlan::Create(prepared, qopts,
+                                                  qopts.mode == quant::QuantMode::kStatic ? &ranges : nullptr));
+  const auto& groups = plan.groups();
+  say("quantization plan: " + std::to_string(groups.size()) + " groups");
+
+  // Analysis and ranking (once).
+  SEQTO_ASSIGN_OR_RETURN(const quant::Ranker* ranker, quant::GetRanker(config.ranker));
+  const fs::path analysis_file = dir / "analysis.json";
+  std::vector<std::string> order;
+  json groups_json = json::array();
+  if (fs::exists(analysis_file)) {
+    SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(analysis_file));
+    order = j.at("rankings").at(config.ranker).get<std::vector<std::string>>();
+    groups_json = j.at("groups");
+  } else {
+    SEQTO_ASSIGN_OR_RETURN(LoadedSet ranking, LoadSet(config.ranking, model_inputs, config.seed, config.batch_size,
+                                                      "ranking"));
+    quant::BatchList list;
+    list.num_batches = ranking.batches.size();
+    list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return ranking.batches[i]; };
+    quant::AnalysisOptions aopts;
+    aopts.sensitivity = ranker->needs_sensitivity;
+    aopts.worst_samples = config.worst_samples;
+    aopts.threads = config.threads;
+    say("analyzing " + std::to_string(groups.size()) + " groups on " + std::to_string(ranking.samples) + " samples");
+    SEQTO_ASSIGN_OR_RETURN(quant::AnalysisResult analysis, quant::Analyze(plan, list, aopts));
+    json j;
+    for (const auto& g : analysis.groups) {
+      auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+      groups_json.push_back({{"name", g.name},
+                             {"op_type", g.op_type},
+                             {"nodes", g.nodes},
+                             {"order", g.order},
+                             {"weight_sqnr_db", num(g.weight_sqnr_db)},
+                             {"qdq_sqnr_db", num(g.qdq_sqnr_db)},
+                             {"xmodel_sqnr_db", num(g.xmodel_sqnr_db)},
+                             {"seqto_score", num(g.seqto_score)},
+                             {"sensitivity", num(g.sensitivity_revert_one)},
+                             {"sensitivity_isolated", num(g.sensitivity_isolated)}});
+    }
+    j["groups"] = groups_json;
+    quant::RankOptions ropts;
+    ropts.seed = config.seed;
+    for (const auto& r : quant::Rankers()) {
+      if (r.needs_sensitivity && !aopts.sensitivity) continue;
+      SEQTO_ASSIGN_OR_RETURN(j["rankings"][r.name], r.rank(analysis, ropts));
+    }
+    order = j["rankings"][config.ranker].get<std::vector<std::string>>();
+    j["seconds"] = analysis.seconds;
+    SEQTO_RETURN_IF_ERROR(WriteJson(analysis_file, j));
+  }
+  if (order.size() != groups.size())
+    return UserError(analysis_file.string() + ": the ranking does not match the plan's groups (delete the file)");
+
+  // The runner, and the float model's outputs and latency, once.
+  runners::RunnerOptions ropts;
+  ropts.threads = config.threads;
+  SEQTO_ASSIGN_OR_RETURN(auto runner, runners::MakeRunner(config.runner, ropts));
+  const runtime::TensorMap latency_batch = LatencyBatch(eval, config.latency_batch);
+  runners::LatencyOptions lopts;
+  lopts.warmup = config.latency_warmup;
+  lopts.runs = config.latency_runs;
+  const fs::path baseline_file = dir / "baseline.json", baseline_out = dir / "baseline" / "output.npy";
+  json baseline;
+  Tensor float_output;
+  if (fs::exists(baseline_file) && fs::exists(baseline_out)) {
+    SEQTO_ASSIGN_OR_RETURN(baseline, ReadJson(baseline_file));
+    SEQTO_ASSIGN_OR_RETURN(float_output, ReadNpy(baseline_out.string()));
+  } else {
+    say("measuring the float model on " + runner->name());
+    SEQTO_ASSIGN_OR_RETURN(runners::Measurement m, runner->Measure(config.model, eval.batches, latency_batch, lopts));
+    SEQTO_ASSIGN_OR_RETURN(float_output, FirstOutput(m.outputs, output_name));
+    const LatencyStats& lat = m.latency;
+    baseline["model_file"] = config.model;
+    baseline["size_bytes"] = static_cast<int64_t>(fs::file_size(config.model));
+    baseline["latency_ms"] = LatencyJson(lat);
+    baseline["samples"] = eval.samples;
+    if (has_labels) {
+      AccuracyAccumulator acc;
+      SEQTO_RETURN_IF_ERROR(acc.Add(float_output, eval.labels));
+      SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics m, acc.Result());
+      baseline["accuracy"] = {{"top1", m.top1}, {"top5", m.top5}};
+    }
+    SEQTO_RETURN_IF_ERROR(WriteNpy(baseline_out.string(), float_output));
+    SEQTO_RETURN_IF_ERROR(WriteJson(baseline_file, baseline));
+  }
+  const double float_top1 = has_labels ? baseline.at("accuracy").at("top1").get<double>() : 0.0;
+
+  // Finished candidates from an earlier run.
+  std::map<size_t, Cycle> cycles;
+  for (size_t k = 0; k <= groups.size(); ++k) {
+    const fs::path f = dir / "cycles" / ("cycle_" + std::to_string(k) + ".json");
+    if (!fs::exists(f)) continue;
+    SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(f));
+    cycles[k] = Cycle{k, j, OutcomeOf(j)};
+  }
+  TuneResult result;
+  result.run_dir = dir.string();
+  result.resumed_cycles = cycles.size();
+  if (!cycles.empty()) say("resuming: " + std::to_string(cycles.size()) + " candidates already measured");
+
+  SearchOptions sopts;
+  sopts.groups = groups.size();
+  sopts.threshold = config.threshold;
+  sopts.max_candidates = config.max_candidates;
+  SEQTO_ASSIGN_OR_RETURN(auto strategy, MakeSearchStrategy(config.strategy, sopts));
+
+  // report.json's settings: the headline values flat (as docs/report-format.md reads
+  // them), the whole configuration under "config".
+  json report_settings = {{"mode", settings["quantization"]["mode"]},
+                          {"per_channel", settings["quantization"]["per_channel"]},
+                          {"activation_type", settings["quantization"]["activation_type"]},
+                          {"weight_type", settings["quantization"]["weight_type"]},
+                          {"calibration", settings["quantization"]["calibrate_method"]},
+                          {"ranker", config.ranker},
+                          {"strategy", config.strategy},
+                          {"threshold", config.threshold},
+                          {"fallback", settings["search"]["fallback"]},
+                          {"runner", config.runner},
+                          {"objectives", config.objectives},
+                          {"eval_samples", eval.samples},
+                          {"config", settings}};
+
+  // report.json and the Pareto picks, from the cycles so far.
+  auto write_report = [&](bool final) -> Status {
+    std::vector<const Cycle*> list;
+    for (const auto& [k, c] : cycles) list.push_back(&c);
+    std::vector<std::vector<double>> objectives;
+    for (const Cycle* c : list) {
+      std::vector<double> v;
+      for (const auto& o : config.objectives) v.push_back(Objective(c->outcome, o));
+      objectives.push_back(v);
+    }
+    json report;
+    report["model"] = config.model;
+    report["settings"] = report_settings;
+    report["baseline"] = baseline;
+    report["groups"] = groups_json;
+    report["ranking"] = order;
+    report["complete"] = final;
+    report["cycles"] = json::array();
+    for (const Cycle* c : list) report["cycles"].push_back(c->j);
+    report["pareto"] = json::array();
+    if (!objectives.empty()) {
+      // The whole front, best first; its first three are the top 3 (with model files).
+      SEQTO_ASSIGN_OR_RETURN(auto picks, RankPareto(objectives, 0));
+      for (size_t i = 0; i < picks.size(); ++i) {
+        const Cycle* c = list[picks[i].candidate];
+        json normalized, values;
+        for (size_t o = 0; o < config.objectives.size(); ++o) {
+          normalized[config.objectives[o]] = picks[i].normalized[o];
+          values[config.objectives[o]] = objectives[picks[i].candidate][o];
+        }
+        json entry = {{"rank", picks[i].rank},
+                      {"cycle", c->k},
+                      {"objectives", normalized},
+                      {"values", values},
+                      {"distance", picks[i].distance}};
+        if (i >= 3) {
+          report["pareto"].push_back(entry);
+          continue;
+        }
+        const std::string file = "top" + std::to_string(i + 1) + ".onnx";
+        entry["model_file"] = file;
+        report["pareto"].push_back(entry);
+        SEQTO_RETURN_IF_ERROR(CopyFileAtomic((dir / c->j.at("model_file").get<std::string>()).string(),
+                                             (dir / file).string()));
+        if (i == 0)
+          SEQTO_RETURN_IF_ERROR(CopyFileAtomic((dir / c->j.at("model_file").get<std::string>()).string(),
+                                               (dir / "best.onnx").string()));
+      }
+    }
+    return WriteJson(dir / "report.json", report);
+  };
+
+  // The search: one candidate at a time, each written as soon as it is measured.
+  while (true) {
+    std::map<size_t, CandidateOutcome> done;
+    for (const auto& [k, c] : cycles) done[k] = c.outcome;
+    std::optional<size_t> next = strategy->Next(done);
+    if (!next) break;
+    const size_t k = *next;
+    const std::vector<std::string> excluded(order.begin(), order.begin() + static_cast<long>(k));
+    SEQTO_ASSIGN_OR_RETURN(ir::Model model,
+                           plan.Materialize(std::set<std::string>(excluded.begin(), excluded.end()), config.fallback));
+    const std::string model_file = "candidates/cycle_" + std::to_string(k) + ".onnx";
+    SEQTO_RETURN_IF_ERROR(onnxio::SaveModel(model, (dir / model_file).string()));
+
+    SEQTO_ASSIGN_OR_RETURN(runners::Measurement measured,
+                           runner->Measure((dir / model_file).string(), eval.batches, latency_batch, lopts));
+    SEQTO_ASSIGN_OR_RETURN(Tensor cand, FirstOutput(measured.outputs, output_name));
+    const LatencyStats& lat = measured.latency;
+    AgreementAccumulator agree;
+    SEQTO_RETURN_IF_ERROR(agree.Add(float_output, cand));
+    SEQTO_ASSIGN_OR_RETURN(AgreementMetrics am, agree.Result());
+    json metrics = {{"top1_disagreement", am.top1_disagreement}, {"top5_overlap", am.top5_overlap},
+                    {"kendall_tau", am.kendall_tau},             {"sqnr_db", am.sqnr_db},
+                    {"kl_divergence", am.kl_divergence}};
+    if (has_labels) {
+      AccuracyAccumulator acc;
+      SEQTO_RETURN_IF_ERROR(acc.Add(cand, eval.labels));
+      SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics m, acc.Result());
+      metrics["accuracy_top1"] = m.top1;
+      metrics["accuracy_top5"] = m.top5;
+      metrics["accuracy_loss"] = float_top1 - m.top1;
+    } else {
+      metrics["accuracy_loss"] = am.top1_disagreement;
+    }
+    json j = {{"index", k},
+              {"excluded", excluded},
+              {"model_file", model_file},
+              {"metrics", metrics},
+              {"size_bytes", static_cast<int64_t>(fs::file_size(dir / model_file))},
+              {"latency_ms", LatencyJson(lat)}};
+    SEQTO_RETURN_IF_ERROR(WriteJson(dir / "cycles" / ("cycle_" + std::to_string(k) + ".json"), j));
+    cycles[k] = Cycle{k, j, OutcomeOf(j)};
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(2) << "cycle " << k << "/" << groups.size() << " (" << excluded.size()
+         << " excluded): accuracy loss " << metrics["accuracy_loss"].get<double>() << " pt, "
+         << HumanBytes(j["size_bytes"].get<double>()) << ", " << std::setprecision(3) << lat.mean << " ms";
+    say(line.str());
+    SEQTO_RETURN_IF_ERROR(write_report(false));
+  }
+  SEQTO_RETURN_IF_ERROR(write_report(true));
+  result.cycles = cycles.size();
+  result.report_path = (dir / "report.json").string();
+
+  // The terminal summary.
+  SEQTO_ASSIGN_OR_RETURN(json report, ReadJson(dir / "report.json"));
+  std::ostringstream s;
+  s << std::fixed;
+  s << "float model: " << HumanBytes(baseline["size_bytes"].get<double>()) << ", " << std::setprecision(3)
+    << baseline["latency_ms"]["mean"].get<double>() << " ms";
+  if (has_labels) s << ", top-1 " << std::setprecision(2) << float_top1 << "%";
+  s << "\n\n  cycle  excluded  acc.loss(pt)  top1-disagr(%)     size   latency(ms)\n";
+  for (const auto& [k, c] : cycles) {
+    s << std::setw(7) << k << std::setw(10) << c.j["excluded"].size() << std::setprecision(2) << std::setw(14)
+      << c.outcome.accuracy_loss << std::setw(16) << c.j["metrics"]["top1_disagreement"].get<double>()
+      << std::setw(9) << HumanBytes(c.outcome.size_bytes) << std::setprecision(3) << std::setw(14)
+      << c.outcome.latency_ms << "\n";
+  }
+  s << "\nPareto top 3 (objectives: ";
+  for (size_t i = 0; i < config.objectives.size(); ++i) s << (i ? ", " : "") << config.objectives[i];
+  s << "):\n";
+  for (const auto& p : report["pareto"]) {
+    if (!p.contains("model_file")) break;
+    const Cycle& c = cycles.at(p["cycle"].get<size_t>());
+    s << "  #" << p["rank"].get<int>() << "  cycle " << c.k << " (" << c.k << " groups excluded): accuracy loss "
+      << std::setprecision(2) << c.outcome.accuracy_loss << " pt, " << HumanBytes(c.outcome.size_bytes) << ", "
+      << std::setprecision(3) << c.outcome.latency_ms << " ms -> " << (dir / p["model_file"].get<std::string>()).string()
+      << "\n";
+  }
+  result.summary = s.str();
+  return result;
+}
+
+}  // namespace seqto::tune

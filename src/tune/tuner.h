@@ -1,0 +1,58 @@
+// The tuner, `seqto tune`'s engine (DESIGN.md sections 1 and 2): load and prepare
+// the model, calibrate once, quantize fully, analyze and rank the groups, then
+// evaluate candidates (the full quantization minus the first k ranked groups) chosen
+// by a search strategy, each measured on a runner; keep the Pareto-optimal ones.
+//
+// The run directory holds everything, written atomically as soon as it is known:
+//   config.json            the settings (a resumed run must have the same)
+//   calibration.json       the calibrated ranges (calibrate once, also across resumes)
+//   analysis.json          per-group errors and every ranker's order
+//   baseline.json, baseline/  the float model's metrics and outputs (measured once)
+//   cycles/cycle_K.json    one finished candidate (K = groups excluded)
+//   candidates/cycle_K.onnx  its model
+//   report.json            DESIGN.md section 6; rewritten after every candidate
+//   top1.onnx .. top3.onnx, best.onnx   the Pareto picks so far
+// A run killed at any moment and started again with resume loses no finished
+// candidate and ends with the same report.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "ir/graph.h"
+#include "runtime/session.h"
+#include "tune/config.h"
+
+namespace seqto::tune {
+
+// The sampled samples of one data set, in memory, stacked into batches for the
+// model's inputs (the same samples every time: seeded, without replacement).
+struct LoadedSet {
+  std::vector<runtime::TensorMap> batches;
+  std::vector<int64_t> labels;  // empty without labels
+  size_t samples = 0;
+  std::string description;
+};
+// `what` names the set in errors ("evaluation data: ...").
+Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs,
+                            uint64_t seed, size_t batch_size, const std::string& what);
+
+struct TuneOptions {
+  bool resume = false;
+  // Progress lines ("calibrating: 3/16 batches", "cycle 4: ..."); empty: silent.
+  std::function<void(const std::string&)> progress;
+};
+
+struct TuneResult {
+  std::string run_dir;
+  std::string report_path;
+  size_t cycles = 0;          // candidates evaluated in total
+  size_t resumed_cycles = 0;  // of which were loaded from an earlier run
+  std::string summary;        // the terminal table of candidates and the top 3
+};
+
+Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& options);
+
+}  // namespace seqto::tune

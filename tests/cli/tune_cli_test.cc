@@ -1,0 +1,210 @@
+// `seqto tune` end to end on the bundled Fashion-MNIST ResNet: a run writes a valid
+// report with every candidate; a run killed with SIGKILL at arbitrary moments and
+// resumed with --resume loses no finished candidate and ends with the same report
+// as the uninterrupted run (latency aside: it is measured afresh).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "onnxio/model_io.h"
+
+namespace seqto {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const fs::path kSource = SEQTO_SOURCE_DIR;
+const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
+
+fs::path TempDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path dir = fs::path(::testing::TempDir()) / ("seqto_tune_" + std::to_string(::getpid()) + "_" + info->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Starts seqto with `args` (stdout/stderr to files in `dir`); returns its pid.
+pid_t Spawn(const std::vector<std::string>& args, const fs::path& dir) {
+  std::vector<std::string> storage = {SEQTO_EXE};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open((dir / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for the process; kills it after `timeout`. Returns the exit code, or -1.
+int Wait(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t CountCycles(const fs::path& run) {
+  std::error_code ec;
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(run / "cycles", ec))
+    if (e.path().extension() == ".json") ++n;
+  return n;
+}
+
+// A small but real tuning job: ResNet, 300 test images, 64 calibration and ranking
+// images, up to 7 candidates; objectives without latency so the Pareto picks are
+// reproducible.
+json Config(const fs::path& out) {
+  json c;
+  c["model"] = (kSource / "examples/fashion-mnist/resnet.onnx").string();
+  c["out"] = out.string();
+  c["data"]["eval"] = {{"path", (kFashion / "t10k-images-idx3-ubyte.gz").string()},
+                       {"labels", (kFashion / "t10k-labels-idx1-ubyte.gz").string()},
+                       {"samples", 300}};
+  c["data"]["calibration"] = {{"path", (kFashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
+  c["data"]["ranking"] = {{"path", (kFashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
+  c["data"]["preprocess"] = "scale=0.00392156862745098,mean=0.2860,std=0.3530";
+  c["data"]["seed"] = 7;
+  c["data"]["batch_size"] = 50;
+  c["quantization"] = {{"mode", "static"}, {"calibrate_method", "minmax"}};
+  c["search"] = {{"strategy", "linear"}, {"threshold", -1}, {"max_candidates", 7}};
+  c["objectives"] = {"accuracy_loss", "size_bytes"};
+  c["latency"] = {{"runs", 3}, {"warmup", 1}};
+  c["threads"] = 1;
+  return c;
+}
+
+// The report without what is measured afresh on every run (latency, timings).
+json Stable(json report) {
+  report.erase("baseline");
+  report["settings"].erase("out");
+  for (auto& c : report["cycles"]) c.erase("latency_ms");
+  return report;
+}
+
+TEST(TuneCli, RunWritesReportModelsAndTop3) {
+  const fs::path dir = TempDir(), run = dir / "run";
+  std::ofstream(dir / "tune.json") << Config(run).dump(2);
+  const pid_t pid = Spawn({"tune", (dir / "tune.json").string()}, dir);
+  ASSERT_EQ(Wait(pid, std::chrono::seconds(600)), 0) << ReadFile(dir / "stderr");
+  const json report = json::parse(ReadFile(run / "report.json"));
+  ASSERT_EQ(report["cycles"].size(), 7u);
+  EXPECT_TRUE(report["complete"].get<bool>());
+  for (const auto& c : report["cycles"]) {
+    EXPECT_EQ(c["excluded"].size(), c["index"].get<size_t>());
+    for (const char* key : {"accuracy_loss", "top1_disagreement", "top5_overlap", "kendall_tau", "sqnr_db"})
+      EXPECT_TRUE(c["metrics"].contains(key)) << key;
+    // Every candidate is a valid model file of the size reported.
+    const fs::path model = run / c["model_file"].get<std::string>();
+    ASSERT_TRUE(fs::exists(model));
+    EXPECT_EQ(fs::file_size(model), c["size_bytes"].get<uintmax_t>());
+    auto loaded = onnxio::LoadModel(model.string());
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    EXPECT_TRUE(onnxio::CheckModel(*loaded).ok());
+  }
+  // Candidate 0 (everything quantized) is about 4x smaller than the float model.
+  EXPECT_LT(report["cycles"][0]["size_bytes"].get<double>(), 0.4 * report["baseline"]["size_bytes"].get<double>());
+  // Excluding groups gives weights back in float (groups without weights only lose
+  // their Q/DQ nodes, so the size is not strictly monotone, but it grows overall).
+  EXPECT_GT(report["cycles"].back()["size_bytes"].get<double>(), report["cycles"][0]["size_bytes"].get<double>());
+  ASSERT_GE(report["pareto"].size(), 1u);
+  ASSERT_LE(report["pareto"].size(), 3u);
+  for (size_t i = 0; i < report["pareto"].size(); ++i) {
+    EXPECT_EQ(report["pareto"][i]["rank"].get<int>(), static_cast<int>(i + 1));
+    EXPECT_TRUE(fs::exists(run / ("top" + std::to_string(i + 1) + ".onnx")));
+  }
+  EXPECT_TRUE(fs::exists(run / "best.onnx"));
+  const std::string out = ReadFile(dir / "stdout");
+  EXPECT_NE(out.find("Pareto top 3"), std::string::npos) << out;
+
+  // The same run directory without --resume is refused: finished work is never lost.
+  const pid_t again = Spawn({"tune", (dir / "tune.json").string()}, dir);
+  EXPECT_EQ(Wait(again, std::chrono::seconds(60)), 1);
+  EXPECT_NE(ReadFile(dir / "stderr").find("--resume"), std::string::npos);
+}
+
+TEST(TuneCli, KilledRunsResumeToTheSameReport) {
+  const fs::path dir = TempDir();
+  // The uninterrupted reference run.
+  std::ofstream(dir / "ref.json") << Config(dir / "ref").dump(2);
+  ASSERT_EQ(Wait(Spawn({"tune", (dir / "ref.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+      << ReadFile(dir / "stderr");
+  const json reference = json::parse(ReadFile(dir / "ref" / "report.json"));
+
+  // The same job, killed with SIGKILL at moments spread over the whole run (during
+  // start-up, calibration, analysis, and between and inside candidates), then resumed.
+  const fs::path run = dir / "killed";
+  std::ofstream(dir / "killed.json") << Config(run).dump(2);
+  const std::vector<int> kill_after_ms = {150, 700, 1500, 400, 2500, 900, 3000};
+  size_t kills = 0, max_seen = 0;
+  bool finished = false;
+  for (int delay : kill_after_ms) {
+    std::vector<std::string> args = {"tune", (dir / "killed.json").string(), "-q"};
+    if (fs::exists(run / "config.json")) args.push_back("--resume");
+    const pid_t pid = Spawn(args, dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) != 0) {  // it finished before the kill
+      finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      ASSERT_TRUE(finished) << ReadFile(dir / "stderr");
+      break;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ++kills;
+    // No finished candidate is ever lost.
+    const size_t seen = CountCycles(run);
+    EXPECT_GE(seen, max_seen);
+    max_seen = std::max(max_seen, seen);
+    // No partial file is left where a result belongs.
+    if (fs::exists(run / "report.json")) EXPECT_NO_THROW((void)json::parse(ReadFile(run / "report.json")));
+  }
+  if (!finished) {
+    const pid_t pid = Spawn({"tune", (dir / "killed.json").string(), "-q", "--resume"}, dir);
+    ASSERT_EQ(Wait(pid, std::chrono::seconds(600)), 0) << ReadFile(dir / "stderr");
+  }
+  EXPECT_GE(kills, 1u);
+  const json resumed = json::parse(ReadFile(run / "report.json"));
+  json a = Stable(reference), b = Stable(resumed);
+  a["settings"].erase("out");
+  b["settings"].erase("out");
+  a.erase("model");
+  b.erase("model");
+  EXPECT_EQ(a, b) << "reference:\n" << a.dump(1) << "\nresumed:\n" << b.dump(1);
+}
+
+}  // namespace
+}  // namespace seqto
