@@ -323,7 +323,7 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
     ObjectReader sr(*s, "search");
     SEQTO_RETURN_IF_ERROR(sr.CheckObject());
     SEQTO_RETURN_IF_ERROR(sr.String("strategy", c.strategy));
-    SEQTO_RETURN_IF_ERROR(sr.Number("threshold", c.threshold, 0, 100));
+    SEQTO_RETURN_IF_ERROR(sr.Number("threshold", c.threshold, -100, 100));
     SEQTO_RETURN_IF_ERROR(sr.Integer("max_candidates", c.max_candidates, 0, 1 << 20));
     std::string fallback = "float";
     SEQTO_RETURN_IF_ERROR(sr.String("fallback", fallback));
