@@ -208,5 +208,35 @@ TEST(TuneCli, KilledRunsResumeToTheSameReport) {
   EXPECT_EQ(a, b) << "reference:\n" << a.dump(1) << "\nresumed:\n" << b.dump(1);
 }
 
+TEST(TuneCli, EngineAndOrtRunnersGiveTheSameAccuracy) {
+  const fs::path dir = TempDir();
+  json engine = Config(dir / "engine"), ort = Config(dir / "ort");
+  // Enough samples that one flipped prediction is far below the 0.5 point allowed.
+  for (json* c : {&engine, &ort}) {
+    (*c)["search"]["max_candidates"] = 4;
+    (*c)["data"]["eval"]["samples"] = 2000;
+  }
+  ort["runner"] = "ort";
+  std::ofstream(dir / "engine.json") << engine.dump(2);
+  std::ofstream(dir / "ort.json") << ort.dump(2);
+  ASSERT_EQ(Wait(Spawn({"tune", (dir / "engine.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+      << ReadFile(dir / "stderr");
+  ASSERT_EQ(Wait(Spawn({"tune", (dir / "ort.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+      << ReadFile(dir / "stderr");
+  const json a = json::parse(ReadFile(dir / "engine" / "report.json"));
+  const json b = json::parse(ReadFile(dir / "ort" / "report.json"));
+  ASSERT_EQ(a["cycles"].size(), b["cycles"].size());
+  // Same candidates (calibration and ranking do not depend on the runner) ...
+  for (size_t i = 0; i < a["cycles"].size(); ++i) {
+    EXPECT_EQ(a["cycles"][i]["excluded"], b["cycles"][i]["excluded"]);
+    EXPECT_EQ(a["cycles"][i]["size_bytes"], b["cycles"][i]["size_bytes"]);
+    // ... measured by two runtimes: the same accuracy to within 0.5 point.
+    EXPECT_NEAR(a["cycles"][i]["metrics"]["accuracy_top1"].get<double>(),
+                b["cycles"][i]["metrics"]["accuracy_top1"].get<double>(), 0.5)
+        << "cycle " << i;
+  }
+  EXPECT_NEAR(a["baseline"]["accuracy"]["top1"].get<double>(), b["baseline"]["accuracy"]["top1"].get<double>(), 0.5);
+}
+
 }  // namespace
 }  // namespace seqto
