@@ -72,8 +72,12 @@ class FrontSearch : public SearchStrategy {
     double lo = INFINITY, hi = -INFINITY;
     for (const auto& [k, o] : done) lo = std::min(lo, o.accuracy_loss), hi = std::max(hi, o.accuracy_loss);
     const double r_loss = hi > lo ? hi - lo : 0.0;
+    // Changes below the measurement's resolution (a few samples' worth) are noise:
+    // splitting on them would evaluate nearly every k of a flat curve.
     auto change = [&](const CandidateOutcome& a, const CandidateOutcome& b) {
-      return r_loss > 0 ? std::abs(a.accuracy_loss - b.accuracy_loss) / r_loss : 0.0;
+      const double d = std::abs(a.accuracy_loss - b.accuracy_loss);
+      if (d < options_.front_min_change) return 0.0;
+      return r_loss > 0 ? d / r_loss : 0.0;
     };
     // The widest-changing interval that can still be split; ties: the earlier one.
     double best = options_.front_resolution;

@@ -28,6 +28,8 @@ struct SearchOptions {
   // front: stop splitting an interval whose accuracy loss changes by less than this
   // fraction of its range over the evaluated candidates.
   double front_resolution = 0.05;
+  // front: loss changes smaller than this (points) count as noise.
+  double front_min_change = 0.25;
 };
 
 class SearchStrategy {

@@ -104,6 +104,21 @@ TEST(TuneSearch, FrontSamplesWhereTheCurveChangesWithFewEvaluations) {
   EXPECT_EQ(order[1], n);
 }
 
+TEST(TuneSearch, FrontIgnoresNoiseOnAFlatCurve) {
+  // A flat curve with +-0.2 point of measurement noise: no interval is worth
+  // refining for its loss, only wide intervals are probed.
+  const size_t n = 40;
+  SearchOptions o;
+  o.groups = n;
+  auto order = Drive("front", o, [](size_t k) {
+    CandidateOutcome c;
+    c.accuracy_loss = (k * 7919 % 5) * 0.1 - 0.2;
+    c.size_bytes = 1000 + double(k);
+    return c;
+  });
+  EXPECT_LE(order.size(), 10u);
+}
+
 TEST(TuneSearch, MaxCandidatesBoundsEveryStrategy) {
   for (const auto& name : SearchStrategyNames()) {
     SearchOptions o;
