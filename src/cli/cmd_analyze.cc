@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "cli/common.h"
-#include "core/file_util.h"
+#include "cli/quant_flags.h"
 #include "eval/metrics.h"
 #include "onnxio/model_io.h"
 #include "quant/analysis/analyze.h"
@@ -36,10 +36,10 @@ namespace {
 using nlohmann::json;
 
 struct AnalyzeArgs {
-  std::string model, calib_data, data, labels, preprocess, config, json, ranker = quant::kDefaultRanker;
-  std::string mode = "static", calibration, activation_type, weight_type;
-  std::vector<std::string> exclude, compare;
-  bool per_channel = false, no_sensitivity = false;
+  std::string model, calib_data, data, labels, preprocess, json, ranker = quant::kDefaultRanker;
+  QuantFlags q;
+  std::vector<std::string> compare;
+  bool no_sensitivity = false;
   size_t calib_samples = 256, samples = 256, eval_samples = 0, worst_samples = 0, batch = 64;
   uint64_t seed = 0;
   int threads = 0;
@@ -98,37 +98,9 @@ Expected<Loss> AccuracyLoss(const ir::Model& model, const tune::LoadedSet& eval,
 
 int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   auto fail = [](const Error& e) { return ReportError("analyze", e); };
-  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
-
-  // Quantization options: --config (ORT's names), then the flags.
-  quant::QuantOptions o;
-  if (!a.config.empty()) {
-    auto text = ReadFileBytes(a.config);
-    if (!text) return fail(text.error());
-    json j = json::parse(*text, nullptr, false);
-    if (j.is_discarded()) return fail(UserError(a.config + ": not valid JSON"));
-    auto parsed = tune::ParseQuantOptionsJson(j, "");
-    if (!parsed) return fail(std::move(parsed).WithContext(a.config).error());
-    o = *parsed;
-  }
-  if (given("--mode")) o.mode = a.mode == "dynamic" ? quant::QuantMode::kDynamic : quant::QuantMode::kStatic;
-  if (given("--per-channel")) o.per_channel = a.per_channel;
-  if (given("--calibration")) {
-    auto m = quant::ParseCalibrationMethod(a.calibration);
-    if (!m) return fail(std::move(m).WithContext("--calibration").error());
-    o.calibration = *m;
-  }
-  if (given("--activation-type")) {
-    auto t = quant::ParseQuantType(a.activation_type);
-    if (!t) return fail(std::move(t).WithContext("--activation-type").error());
-    o.activation_type = *t;
-  }
-  if (given("--weight-type")) {
-    auto t = quant::ParseQuantType(a.weight_type);
-    if (!t) return fail(std::move(t).WithContext("--weight-type").error());
-    o.weight_type = *t;
-  }
-  if (given("--exclude")) o.nodes_to_exclude = a.exclude;
+  auto options = BuildQuantOptions(a.q, cmd);
+  if (!options) return fail(options.error());
+  const quant::QuantOptions o = *options;
   auto ranker = quant::GetRanker(a.ranker);
   if (!ranker) return fail(ranker.error());
   std::vector<size_t> compare_ks;
@@ -346,13 +318,7 @@ void AddAnalyzeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--calib-samples", a->calib_samples, "Calibration samples (default 256)");
   cmd->add_option("--seed", a->seed, "Seed of the sample subsets");
   cmd->add_option("--batch", a->batch, "Batch size")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--mode", a->mode, "static or dynamic")->check(CLI::IsMember({"static", "dynamic"}));
-  cmd->add_option("--calibration", a->calibration, "minmax (default), entropy, percentile, distribution, mse");
-  cmd->add_flag("--per-channel", a->per_channel, "Per-channel weights");
-  cmd->add_option("--activation-type", a->activation_type, "uint8 (default), int8, uint16, int16");
-  cmd->add_option("--weight-type", a->weight_type, "int8 (default), uint8, int16, uint16, int4, uint4");
-  cmd->add_option("--exclude", a->exclude, "Keep these nodes in float (names or globs)")->delimiter(',');
-  cmd->add_option("--config", a->config, "JSON quantization options with ONNX Runtime's names");
+  AddQuantFlags(*cmd, a->q);
   cmd->add_option("--ranker", a->ranker, "Ranker whose order the table shows (default: damage)");
   cmd->add_flag("--no-sensitivity", a->no_sensitivity, "Skip the output-sensitivity passes (2 runs per group)");
   cmd->add_option("--worst-samples", a->worst_samples, "Sensitivity on the N samples the full quantization hurts most");

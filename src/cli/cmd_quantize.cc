@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "cli/quant_flags.h"
 #include "data/open_dataset.h"
 #include "data/sampling.h"
 #include "onnxio/model_io.h"
@@ -32,33 +33,14 @@ namespace {
 using nlohmann::json;
 
 struct QuantizeArgs {
-  std::string model, output, mode, calib_data, preprocess, calibration, activation_type, weight_type, config, json;
-  std::vector<std::string> op_types, nodes, exclude;
-  bool per_channel = false, reduce_range = false, power_of_two = false;
+  std::string model, output, calib_data, preprocess, json;
+  QuantFlags q;
   int64_t calib_samples = 0;
   int64_t batch = 16;
   uint64_t seed = 0;
   int threads = 0;
 };
 
-// --config: ORT's option names, parsed as the `quantization` section of a tune
-// config (one format for both).
-Status LoadConfig(const std::string& path, quant::QuantOptions& o) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return UserError(path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    return UserError(path + ": not valid JSON (" + e.what() + ")");
-  }
-  auto parsed = tune::ParseQuantOptionsJson(j, "");
-  if (!parsed) return Status(parsed.error()).WithContext(path);
-  o = std::move(*parsed);
-  return Status::Ok();
-}
 
 json OptionsJson(const quant::QuantOptions& o) {
   json j;
@@ -128,33 +110,9 @@ class CalibrationProgress {
 
 int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
   auto fail = [](const Error& e) { return ReportError("quantize", e); };
-  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
-
-  quant::QuantOptions o;
-  if (!a.config.empty())
-    if (Status s = LoadConfig(a.config, o); !s.ok()) return fail(s.error());
-  if (given("--mode")) o.mode = a.mode == "dynamic" ? quant::QuantMode::kDynamic : quant::QuantMode::kStatic;
-  if (given("--per-channel")) o.per_channel = a.per_channel;
-  if (given("--reduce-range")) o.reduce_range = a.reduce_range;
-  if (given("--power-of-two")) o.power_of_two = a.power_of_two;
-  if (given("--activation-type")) {
-    auto t = quant::ParseQuantType(a.activation_type);
-    if (!t) return fail(std::move(t).WithContext("--activation-type").error());
-    o.activation_type = *t;
-  }
-  if (given("--weight-type")) {
-    auto t = quant::ParseQuantType(a.weight_type);
-    if (!t) return fail(std::move(t).WithContext("--weight-type").error());
-    o.weight_type = *t;
-  }
-  if (given("--calibration")) {
-    auto m = quant::ParseCalibrationMethod(a.calibration);
-    if (!m) return fail(std::move(m).WithContext("--calibration").error());
-    o.calibration = *m;
-  }
-  if (given("--op-types")) o.op_types_to_quantize = a.op_types;
-  if (given("--nodes")) o.nodes_to_quantize = a.nodes;
-  if (given("--exclude")) o.nodes_to_exclude = a.exclude;
+  auto options = BuildQuantOptions(a.q, cmd);
+  if (!options) return fail(options.error());
+  quant::QuantOptions o = *options;
 
   auto loaded = onnxio::LoadModel(a.model);
   if (!loaded) return fail(loaded.error());
@@ -262,11 +220,8 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
 void AddQuantizeCommand(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("quantize", "Quantize a model (static QDQ or dynamic), as ONNX Runtime's tool does");
   auto a = std::make_shared<QuantizeArgs>();
-  a->mode = "static";
   cmd->add_option("model", a->model, "ONNX model file (float)")->required();
   cmd->add_option("--output,-o", a->output, "Quantized model to write")->required();
-  cmd->add_option("--mode", a->mode, "static (QDQ, calibrated) or dynamic (weights only; default static)")
-      ->check(CLI::IsMember({"static", "dynamic"}));
   cmd->add_option("--calib-data", a->calib_data,
                   "Calibration data: .npy (N x input shape, float32 or uint8), image folder, ONNX test data sets or "
                   "MNIST idx file");
@@ -275,17 +230,7 @@ void AddQuantizeCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--seed", a->seed, "Seed of the calibration subset");
   cmd->add_option("--batch", a->batch, "Calibration batch size (default 16)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--calibration", a->calibration, "Calibration method: minmax, entropy, percentile, distribution");
-  cmd->add_flag("--per-channel", a->per_channel, "Per-channel weights (output-channel axis)");
-  cmd->add_flag("--reduce-range", a->reduce_range, "7-bit weights (ORT's reduce_range)");
-  cmd->add_flag("--power-of-two", a->power_of_two, "Power-of-two scales (int8/int16 only)");
-  cmd->add_option("--activation-type", a->activation_type, "uint8 (default), int8, uint16, int16");
-  cmd->add_option("--weight-type", a->weight_type, "int8 (default), uint8, int16, uint16");
-  cmd->add_option("--op-types", a->op_types, "Op types to quantize (comma-separated; default: all supported)")
-      ->delimiter(',');
-  cmd->add_option("--nodes", a->nodes, "Only these nodes (names or globs, comma-separated)")->delimiter(',');
-  cmd->add_option("--exclude", a->exclude, "Keep these nodes in float (names or globs, comma-separated)")->delimiter(',');
-  cmd->add_option("--config", a->config, "JSON options with ONNX Runtime's names (flags override them)");
+  AddQuantFlags(*cmd, a->q);
   cmd->add_option("--json", a->json, "Also write the quantization groups and settings as JSON to this file");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 16));
   cmd->callback([a, cmd, &exit_code] { exit_code = RunQuantize(*a, *cmd); });

@@ -449,4 +449,11 @@ Expected<ir::Model> QuantPlan::Materialize(const std::set<std::string>& excluded
   return detail::EmitStatic(info, p);
 }
 
+void SyncCalibrationOptions(QuantOptions& options) {
+  // Activations: ORT's QDQ quantizer applies reduce_range to weights only.
+  const QRange r = GetQRange(options.activation_type, options.activation_symmetric, /*reduce_range=*/false);
+  options.calibration_options.mse_num_levels = static_cast<int>(r.qmax - r.qmin + 1);
+  options.calibration_options.mse_symmetric = options.activation_symmetric;
+}
+
 }  // namespace seqto::quant

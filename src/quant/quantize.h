@@ -62,6 +62,10 @@ struct QuantOptions {
   std::map<std::string, TensorOverride> tensor_overrides;  // TensorQuantOverrides
 };
 
+// Fills the calibration options that depend on the quantization settings (the MSE
+// method optimizes for the activation type's grid). Call after changing options.
+void SyncCalibrationOptions(QuantOptions& options);
+
 // A quantization group: one quantized node and the Q/DQ it owns (DESIGN.md section 2).
 struct QuantGroup {
   std::string name;                      // the quantized node's name

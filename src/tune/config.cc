@@ -251,6 +251,7 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
     SEQTO_RETURN_IF_ERROR(e.Finish());
   }
   SEQTO_RETURN_IF_ERROR(r.Finish());
+  quant::SyncCalibrationOptions(o);
   return o;
 }
 
