@@ -123,6 +123,9 @@ Expected<double> WeightSqnr(const QuantGroup& group, const ir::Graph& float_grap
       const Tensor *q = get(0), *scale = get(1), *zp = get(2);
       auto fw = float_graph.initializers.find(w);
       if (!q || !scale || fw == float_graph.initializers.end()) continue;
+      // A bias (int32, scale s_x * s_w) is quantized almost losslessly; weight SQNR is
+      // about the weight itself (DESIGN.md section 4).
+      if (q->dtype() == DType::kInt32) continue;
       SEQTO_ASSIGN_OR_RETURN(const int64_t axis, dq.attr_int("axis", 1));
       auto deq = Dequantize(*q, *scale, zp, axis);
       if (!deq) return Status(deq.error()).WithContext("weight '" + w + "'");
