@@ -3,129 +3,23 @@
 // specs) every command exits with 1 and prints exactly one error line naming the
 // file (with a byte offset for malformed models) or the node, op and opset; nothing
 // crashes or hangs. Real models give exit 0 and correct output.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
-#include <thread>
 
+#include "cli_util.h"
 #include "core/npy.h"
 #include "onnxio/model_io.h"
 
 namespace seqto {
 namespace {
 
+using namespace cli_test;
 namespace fs = std::filesystem;
 const fs::path kTestData = SEQTO_ONNX_TESTDATA;
 const fs::path kRelu = kTestData / "node/test_relu";
-
-struct Result {
-  int exit_code = -1;  // -1 if killed by a signal or timed out
-  int signal = 0;
-  bool timed_out = false;
-  std::string out, err;
-  std::vector<std::string> ErrLines() const {
-    std::vector<std::string> lines;
-    std::istringstream s(err);
-    for (std::string line; std::getline(s, line);) lines.push_back(line);
-    return lines;
-  }
-};
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteFile(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-fs::path TempDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(::testing::TempDir()) /
-                 ("seqto_cli_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs seqto with `args`, capturing stdout and stderr; kills it after `timeout`.
-Result RunSeqto(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(60)) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("seqto_cli_io_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path out_path = dir / "stdout", err_path = dir / "stderr";
-  std::vector<std::string> argv_storage = {SEQTO_EXE};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = open("/dev/null", O_RDONLY);
-    dup2(out, 1);
-    dup2(err, 2);
-    dup2(in, 0);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  Result r;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (true) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      r.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (!r.timed_out) {
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  }
-  r.out = ReadFile(out_path);
-  r.err = ReadFile(err_path);
-  return r;
-}
-
-std::string Describe(const std::vector<std::string>& args, const Result& r) {
-  std::string s = "seqto";
-  for (const auto& a : args) s += " " + a;
-  return s + "\n  exit " + std::to_string(r.exit_code) + (r.signal ? " signal " + std::to_string(r.signal) : "") +
-         (r.timed_out ? " TIMED OUT" : "") + "\n  stdout: " + r.out + "\n  stderr: " + r.err;
-}
-
-// Exit code 1, exactly one line on stderr, containing each of `parts`.
-void ExpectUserError(const std::vector<std::string>& args, const std::vector<std::string>& parts) {
-  const Result r = RunSeqto(args);
-  const std::string what = Describe(args, r);
-  EXPECT_FALSE(r.timed_out) << what;
-  EXPECT_EQ(r.signal, 0) << what;
-  EXPECT_EQ(r.exit_code, 1) << what;
-  const auto lines = r.ErrLines();
-  ASSERT_EQ(lines.size(), 1u) << "expected exactly one error line: " << what;
-  EXPECT_NE(lines[0].find("error"), std::string::npos) << what;
-  EXPECT_TRUE(r.err.empty() || r.err.back() == '\n') << what;
-  for (const auto& p : parts) EXPECT_NE(lines[0].find(p), std::string::npos) << "'" << p << "' missing: " << what;
-}
 
 // The three commands that take a model, with otherwise valid arguments.
 std::vector<std::vector<std::string>> ModelCommands(const fs::path& model, const fs::path& dir) {

@@ -4,125 +4,27 @@
 // predictions; agreement with a reference model; the seeded subset; and bad input
 // (corrupt images, wrong shapes, missing or short labels, empty folders, unknown
 // preprocess keys), each one error line naming the file or key, exit 1.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
 
+#include "cli_util.h"
 #include "core/npy.h"
 
 namespace seqto {
 namespace {
 
+using namespace cli_test;
 namespace fs = std::filesystem;
 const fs::path kSource = SEQTO_SOURCE_DIR;
 const fs::path kExample = kSource / "examples/fashion-mnist";
 const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
 const std::string kSpec = "scale=0.00392157,mean=0.2860,std=0.3530,color=gray,layout=nchw";
-
-struct Result {
-  int exit_code = -1;
-  int signal = 0;
-  bool timed_out = false;
-  std::string out, err;
-};
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteFile(const fs::path& p, const std::string& bytes) {
-  fs::create_directories(p.parent_path());
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-fs::path TempDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(::testing::TempDir()) /
-                 ("seqto_eval_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs seqto with `args`, capturing stdout and stderr; kills it after `timeout`.
-Result RunSeqto(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("seqto_eval_io_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path out_path = dir / "stdout", err_path = dir / "stderr";
-  std::vector<std::string> argv_storage = {SEQTO_EXE};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = open("/dev/null", O_RDONLY);
-    dup2(out, 1);
-    dup2(err, 2);
-    dup2(in, 0);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  Result r;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (true) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      r.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (!r.timed_out) {
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  }
-  r.out = ReadFile(out_path);
-  r.err = ReadFile(err_path);
-  return r;
-}
-
-std::string Describe(const std::vector<std::string>& args, const Result& r) {
-  std::string s = "seqto";
-  for (const auto& a : args) s += " " + a;
-  return s + "\n  exit " + std::to_string(r.exit_code) + (r.signal ? " signal " + std::to_string(r.signal) : "") +
-         (r.timed_out ? " TIMED OUT" : "") + "\n  stdout: " + r.out + "\n  stderr: " + r.err;
-}
-
-// Exit code 1, exactly one line on stderr, containing each of `parts`.
-void ExpectUserError(const std::vector<std::string>& args, const std::vector<std::string>& parts) {
-  const Result r = RunSeqto(args);
-  const std::string what = Describe(args, r);
-  EXPECT_EQ(r.exit_code, 1) << what;
-  std::vector<std::string> lines;
-  std::istringstream s(r.err);
-  for (std::string line; std::getline(s, line);) lines.push_back(line);
-  ASSERT_EQ(lines.size(), 1u) << "expected exactly one error line: " << what;
-  EXPECT_NE(lines[0].find("error: "), std::string::npos) << what;
-  for (const auto& p : parts) EXPECT_NE(lines[0].find(p), std::string::npos) << "'" << p << "' missing: " << what;
-}
 
 // ---------------------------------------------------------------- a PNG writer
 // Independent of libpng (this binary does not link it): zlib "stored" blocks need

@@ -2,109 +2,25 @@
 // command line (static with calibration data, dynamic, a config file with ONNX
 // Runtime's option names, exclusions), and bad input: exit code 1 with exactly one
 // error line naming what is wrong.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
 
+#include "cli_util.h"
 #include "onnxio/model_io.h"
 
 namespace seqto {
 namespace {
 
+using namespace cli_test;
 namespace fs = std::filesystem;
 const fs::path kExamples = fs::path(SEQTO_SOURCE_DIR) / "examples/fashion-mnist";
 
-struct Result {
-  int exit_code = -1;
-  bool timed_out = false;
-  std::string out, err;
-  std::vector<std::string> ErrLines() const {
-    std::vector<std::string> lines;
-    std::istringstream s(err);
-    for (std::string line; std::getline(s, line);) lines.push_back(line);
-    return lines;
-  }
-};
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path TempDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(::testing::TempDir()) / ("seqto_qcli_" + std::to_string(::getpid()) + "_" + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-Result RunSeqto(const std::vector<std::string>& args, std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("seqto_qcli_io_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path out_path = dir / "stdout", err_path = dir / "stderr";
-  std::vector<std::string> argv_storage = {SEQTO_EXE};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = open("/dev/null", O_RDONLY);
-    dup2(out, 1);
-    dup2(err, 2);
-    dup2(in, 0);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  Result r;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (true) {
-    if (waitpid(pid, &status, WNOHANG) == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      r.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = ReadFile(out_path);
-  r.err = ReadFile(err_path);
-  return r;
-}
-
-std::string Describe(const std::vector<std::string>& args, const Result& r) {
-  std::string s = "seqto";
-  for (const auto& a : args) s += " " + a;
-  return s + "\n  exit " + std::to_string(r.exit_code) + (r.timed_out ? " TIMED OUT" : "") + "\n  stdout: " + r.out +
-         "\n  stderr: " + r.err;
-}
-
+// `seqto quantize` errors start with the command name.
 void ExpectUserError(const std::vector<std::string>& args, const std::vector<std::string>& parts) {
-  const Result r = RunSeqto(args);
-  const std::string what = Describe(args, r);
-  EXPECT_EQ(r.exit_code, 1) << what;
-  const auto lines = r.ErrLines();
-  ASSERT_EQ(lines.size(), 1u) << "expected exactly one error line: " << what;
-  EXPECT_NE(lines[0].find("seqto quantize: error: "), std::string::npos) << what;
-  for (const auto& p : parts) EXPECT_NE(lines[0].find(p), std::string::npos) << "'" << p << "' missing: " << what;
+  cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
 }
 
 nlohmann::json ReadJson(const fs::path& p) {

@@ -2,79 +2,36 @@
 // report with every candidate; a run killed with SIGKILL at arbitrary moments and
 // resumed with --resume loses no finished candidate and ends with the same report
 // as the uninterrupted run (latency aside: it is measured afresh).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
+#include "cli_util.h"
 #include "onnxio/model_io.h"
 
 namespace seqto {
 namespace {
 
+using namespace cli_test;
 namespace fs = std::filesystem;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 const fs::path kSource = SEQTO_SOURCE_DIR;
 const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
 
-fs::path TempDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(::testing::TempDir()) / ("seqto_tune_" + std::to_string(::getpid()) + "_" + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+// Starts seqto with `args` in `dir`; stderr accumulates over the runs in one folder.
+pid_t SpawnTune(const std::vector<std::string>& args, const fs::path& dir) {
+  return Spawn(args, dir, {.append_stderr = true});
 }
 
-// Starts seqto with `args` (stdout/stderr to files in `dir`); returns its pid.
-pid_t Spawn(const std::vector<std::string>& args, const fs::path& dir) {
-  std::vector<std::string> storage = {SEQTO_EXE};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open((dir / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(out, 1);
-    dup2(err, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for the process; kills it after `timeout`. Returns the exit code, or -1.
-int Wait(pid_t pid, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Waits for a run; kills it after `timeout`. Returns the exit code, or -1.
+int WaitExit(pid_t pid, std::chrono::seconds timeout) { return Wait(pid, timeout).exit_code; }
 
 size_t CountCycles(const fs::path& run) {
   std::error_code ec;
@@ -118,8 +75,8 @@ json Stable(json report) {
 TEST(TuneCli, RunWritesReportModelsAndTop3) {
   const fs::path dir = TempDir(), run = dir / "run";
   std::ofstream(dir / "tune.json") << Config(run).dump(2);
-  const pid_t pid = Spawn({"tune", (dir / "tune.json").string()}, dir);
-  ASSERT_EQ(Wait(pid, std::chrono::seconds(600)), 0) << ReadFile(dir / "stderr");
+  const pid_t pid = SpawnTune({"tune", (dir / "tune.json").string()}, dir);
+  ASSERT_EQ(WaitExit(pid, std::chrono::seconds(600)), 0) << ReadFile(dir / "stderr");
   const json report = json::parse(ReadFile(run / "report.json"));
   ASSERT_EQ(report["cycles"].size(), 7u);
   EXPECT_TRUE(report["complete"].get<bool>());
@@ -151,8 +108,8 @@ TEST(TuneCli, RunWritesReportModelsAndTop3) {
   EXPECT_NE(out.find("Pareto top 3"), std::string::npos) << out;
 
   // The same run directory without --resume is refused: finished work is never lost.
-  const pid_t again = Spawn({"tune", (dir / "tune.json").string()}, dir);
-  EXPECT_EQ(Wait(again, std::chrono::seconds(60)), 1);
+  const pid_t again = SpawnTune({"tune", (dir / "tune.json").string()}, dir);
+  EXPECT_EQ(WaitExit(again, std::chrono::seconds(60)), 1);
   EXPECT_NE(ReadFile(dir / "stderr").find("--resume"), std::string::npos);
 }
 
@@ -160,7 +117,7 @@ TEST(TuneCli, KilledRunsResumeToTheSameReport) {
   const fs::path dir = TempDir();
   // The uninterrupted reference run.
   std::ofstream(dir / "ref.json") << Config(dir / "ref").dump(2);
-  ASSERT_EQ(Wait(Spawn({"tune", (dir / "ref.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+  ASSERT_EQ(WaitExit(SpawnTune({"tune", (dir / "ref.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
       << ReadFile(dir / "stderr");
   const json reference = json::parse(ReadFile(dir / "ref" / "report.json"));
 
@@ -174,7 +131,7 @@ TEST(TuneCli, KilledRunsResumeToTheSameReport) {
   for (int delay : kill_after_ms) {
     std::vector<std::string> args = {"tune", (dir / "killed.json").string(), "-q"};
     if (fs::exists(run / "config.json")) args.push_back("--resume");
-    const pid_t pid = Spawn(args, dir);
+    const pid_t pid = SpawnTune(args, dir);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) != 0) {  // it finished before the kill
@@ -195,8 +152,8 @@ TEST(TuneCli, KilledRunsResumeToTheSameReport) {
     }
   }
   if (!finished) {
-    const pid_t pid = Spawn({"tune", (dir / "killed.json").string(), "-q", "--resume"}, dir);
-    ASSERT_EQ(Wait(pid, std::chrono::seconds(600)), 0) << ReadFile(dir / "stderr");
+    const pid_t pid = SpawnTune({"tune", (dir / "killed.json").string(), "-q", "--resume"}, dir);
+    ASSERT_EQ(WaitExit(pid, std::chrono::seconds(600)), 0) << ReadFile(dir / "stderr");
   }
   EXPECT_GE(kills, 1u);
   const json resumed = json::parse(ReadFile(run / "report.json"));
@@ -219,9 +176,9 @@ TEST(TuneCli, EngineAndOrtRunnersGiveTheSameAccuracy) {
   ort["runner"] = "ort";
   std::ofstream(dir / "engine.json") << engine.dump(2);
   std::ofstream(dir / "ort.json") << ort.dump(2);
-  ASSERT_EQ(Wait(Spawn({"tune", (dir / "engine.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+  ASSERT_EQ(WaitExit(SpawnTune({"tune", (dir / "engine.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
       << ReadFile(dir / "stderr");
-  ASSERT_EQ(Wait(Spawn({"tune", (dir / "ort.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+  ASSERT_EQ(WaitExit(SpawnTune({"tune", (dir / "ort.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
       << ReadFile(dir / "stderr");
   const json a = json::parse(ReadFile(dir / "engine" / "report.json"));
   const json b = json::parse(ReadFile(dir / "ort" / "report.json"));

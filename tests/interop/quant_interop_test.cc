@@ -27,6 +27,7 @@
 #include "runners/runner.h"
 #include "runtime/session.h"
 #include "support/ort_oracle.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
@@ -243,35 +244,10 @@ INSTANTIATE_TEST_SUITE_P(FashionMnist, QuantInterop, ::testing::Values("mobilene
 namespace seqto {
 namespace {
 
-ir::Node Node(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out) {
-  ir::Node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
-ir::Attribute IntsAttr(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-ir::Attribute IntAttr(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
-Tensor Random(Shape shape, std::mt19937& rng, float lo = -1, float hi = 1) {
-  Tensor t(DType::kFloat32, std::move(shape));
-  std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using testing::Int;
+using testing::Ints;
+using testing::MakeNode;
+using testing::RandomTensor;
 
 // Every op type the static quantizer supports, in one model with two outputs.
 ir::Model OpZoo() {
@@ -284,66 +260,66 @@ ir::Model OpZoo() {
   g.outputs.push_back({"y1", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {6}}});
   g.outputs.push_back({"y2", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {6}}});
   auto init = [&](const std::string& name, Tensor t) { g.initializers[name] = std::move(t); };
-  init("w1", Random({4, 3, 3, 3}, rng));
-  init("b1", Random({4}, rng));
+  init("w1", RandomTensor({4, 3, 3, 3}, rng));
+  init("b1", RandomTensor({4}, rng));
   init("lo", Tensor::Scalar<float>(0.0f));
   init("hi", Tensor::Scalar<float>(6.0f));
-  init("wt", Random({8, 4, 2, 2}, rng));
-  init("bt", Random({4}, rng));
+  init("wt", RandomTensor({8, 4, 2, 2}, rng));
+  init("bt", RandomTensor({4}, rng));
   init("scales", Tensor::FromVector<float>({4}, {1, 1, 2, 2}));
   init("axes23", Tensor::FromVector<int64_t>({2}, {2, 3}));
   init("axes1", Tensor::FromVector<int64_t>({1}, {1}));
   init("shape", Tensor::FromVector<int64_t>({3}, {-1, 4, 1}));
-  init("wg", Random({6, 4}, rng));
-  init("bg", Random({6}, rng));
-  init("addc", Random({6}, rng));
-  init("emb", Random({10, 4}, rng));
-  init("wm", Random({4, 6}, rng));
-  ir::Node conv = Node("conv1", "Conv", {"x", "w1", "b1"}, {"c1"});
-  conv.attributes["pads"] = IntsAttr({1, 1, 1, 1});
+  init("wg", RandomTensor({6, 4}, rng));
+  init("bg", RandomTensor({6}, rng));
+  init("addc", RandomTensor({6}, rng));
+  init("emb", RandomTensor({10, 4}, rng));
+  init("wm", RandomTensor({4, 6}, rng));
+  ir::Node conv = MakeNode("conv1", "Conv", {"x", "w1", "b1"}, {"c1"});
+  conv.attributes["pads"] = Ints({1, 1, 1, 1});
   g.nodes.push_back(conv);
-  g.nodes.push_back(Node("clip", "Clip", {"c1", "lo", "hi"}, {"a1"}));
-  ir::Node mp = Node("maxpool", "MaxPool", {"a1"}, {"p1"});
-  mp.attributes["kernel_shape"] = IntsAttr({2, 2});
-  mp.attributes["strides"] = IntsAttr({2, 2});
+  g.nodes.push_back(MakeNode("clip", "Clip", {"c1", "lo", "hi"}, {"a1"}));
+  ir::Node mp = MakeNode("maxpool", "MaxPool", {"a1"}, {"p1"});
+  mp.attributes["kernel_shape"] = Ints({2, 2});
+  mp.attributes["strides"] = Ints({2, 2});
   g.nodes.push_back(mp);
   ir::Node ap = mp;
   ap.name = "avgpool";
   ap.op_type = "AveragePool";
   ap.outputs = {"p2"};
   g.nodes.push_back(ap);
-  ir::Node cat = Node("concat", "Concat", {"p1", "p2"}, {"k"});
-  cat.attributes["axis"] = IntAttr(1);
+  ir::Node cat = MakeNode("concat", "Concat", {"p1", "p2"}, {"k"});
+  cat.attributes["axis"] = Int(1);
   g.nodes.push_back(cat);
-  g.nodes.push_back(Node("sigmoid", "Sigmoid", {"k"}, {"s"}));
-  g.nodes.push_back(Node("mul", "Mul", {"k", "s"}, {"m"}));
-  g.nodes.push_back(Node("resize", "Resize", {"m", "", "scales"}, {"r"}));
-  ir::Node ct = Node("convt", "ConvTranspose", {"r", "wt", "bt"}, {"t"});
-  ct.attributes["strides"] = IntsAttr({2, 2});
+  g.nodes.push_back(MakeNode("sigmoid", "Sigmoid", {"k"}, {"s"}));
+  g.nodes.push_back(MakeNode("mul", "Mul", {"k", "s"}, {"m"}));
+  g.nodes.push_back(MakeNode("resize", "Resize", {"m", "", "scales"}, {"r"}));
+  ir::Node ct = MakeNode("convt", "ConvTranspose", {"r", "wt", "bt"}, {"t"});
+  ct.attributes["strides"] = Ints({2, 2});
   g.nodes.push_back(ct);
-  g.nodes.push_back(Node("gap", "GlobalAveragePool", {"t"}, {"gp"}));
-  g.nodes.push_back(Node("squeeze", "Squeeze", {"gp", "axes23"}, {"sq"}));
-  g.nodes.push_back(Node("unsqueeze", "Unsqueeze", {"sq", "axes1"}, {"u"}));
-  ir::Node tr = Node("transpose", "Transpose", {"u"}, {"tt"});
-  tr.attributes["perm"] = IntsAttr({0, 2, 1});
+  g.nodes.push_back(MakeNode("gap", "GlobalAveragePool", {"t"}, {"gp"}));
+  g.nodes.push_back(MakeNode("squeeze", "Squeeze", {"gp", "axes23"}, {"sq"}));
+  g.nodes.push_back(MakeNode("unsqueeze", "Unsqueeze", {"sq", "axes1"}, {"u"}));
+  ir::Node tr = MakeNode("transpose", "Transpose", {"u"}, {"tt"});
+  tr.attributes["perm"] = Ints({0, 2, 1});
   g.nodes.push_back(tr);
-  g.nodes.push_back(Node("reshape", "Reshape", {"tt", "shape"}, {"rr"}));
-  g.nodes.push_back(Node("flatten", "Flatten", {"rr"}, {"f"}));
-  ir::Node gemm = Node("gemm", "Gemm", {"f", "wg", "bg"}, {"gm"});
-  gemm.attributes["transB"] = IntAttr(1);
+  g.nodes.push_back(MakeNode("reshape", "Reshape", {"tt", "shape"}, {"rr"}));
+  g.nodes.push_back(MakeNode("flatten", "Flatten", {"rr"}, {"f"}));
+  ir::Node gemm = MakeNode("gemm", "Gemm", {"f", "wg", "bg"}, {"gm"});
+  gemm.attributes["transB"] = Int(1);
   g.nodes.push_back(gemm);
-  g.nodes.push_back(Node("add", "Add", {"gm", "addc"}, {"ad"}));
-  g.nodes.push_back(Node("softmax", "Softmax", {"ad"}, {"y1"}));
-  g.nodes.push_back(Node("gather", "Gather", {"emb", "idx"}, {"ge"}));
-  g.nodes.push_back(Node("matmul", "MatMul", {"ge", "wm"}, {"mmo"}));
-  g.nodes.push_back(Node("relu", "Relu", {"mmo"}, {"y2"}));
+  g.nodes.push_back(MakeNode("add", "Add", {"gm", "addc"}, {"ad"}));
+  g.nodes.push_back(MakeNode("softmax", "Softmax", {"ad"}, {"y1"}));
+  g.nodes.push_back(MakeNode("gather", "Gather", {"emb", "idx"}, {"ge"}));
+  g.nodes.push_back(MakeNode("matmul", "MatMul", {"ge", "wm"}, {"mmo"}));
+  g.nodes.push_back(MakeNode("relu", "Relu", {"mmo"}, {"y2"}));
   return m;
 }
 
 runtime::TensorMap ZooBatch(std::mt19937& rng, int64_t n) {
   Tensor idx(DType::kInt64, {n});
   for (int64_t i = 0; i < n; ++i) idx.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
-  return {{"x", Random({n, 3, 8, 8}, rng, -2, 2)}, {"idx", idx}};
+  return {{"x", RandomTensor({n, 3, 8, 8}, rng, -2, 2)}, {"idx", idx}};
 }
 
 TEST(QuantInteropOps, EveryOpTypeRunsInOnnxRuntime) {

@@ -19,9 +19,14 @@
 #include "core/parallel.h"
 #include "core/tensor.h"
 #include "ops/registry.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
+
+using testing::Float;
+using testing::Int;
+using testing::String;
 
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 constexpr float kNanF = std::numeric_limits<float>::quiet_NaN();
@@ -45,25 +50,6 @@ class TestContext final : public ops::KernelContext {
   }
   std::vector<Tensor>& outputs() { return outputs_; }
 };
-
-ir::Attribute Int(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute Float(float v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-ir::Attribute String(std::string v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kString;
-  a.s = std::move(v);
-  return a;
-}
 
 struct OpCall {
   std::string op;

@@ -30,9 +30,15 @@
 #include "quant/quantize.h"
 #include "rewrite/passes.h"
 #include "runtime/session.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
+
+using testing::Float;
+using testing::Int;
+using testing::Ints;
+using testing::RandomTensor;
 
 using runtime::Session;
 using runtime::SessionOptions;
@@ -68,32 +74,6 @@ Tensor ZeroPoint(const QP& p) {
   return t;
 }
 
-Tensor RandomFloats(Shape shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::kFloat32, std::move(shape));
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-ir::Attribute Ints(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute Int(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute Float(float v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-
 // --- a QDQ model builder -----------------------------------------------------------
 
 // Builds a float graph step by step and quantizes it the way ORT's quantizer does:
@@ -110,7 +90,7 @@ class QdqBuilder {
     v.shape.emplace();
     for (int64_t d : shape) v.shape->push_back(ir::Dim{d, ""});
     g().inputs.push_back(v);
-    inputs_[name] = RandomFloats(shape, rng_, -1.f, 1.5f);
+    inputs_[name] = RandomTensor(shape, rng_, -1.f, 1.5f);
     return name;
   }
 
@@ -172,7 +152,7 @@ class QdqBuilder {
   // A random weight quantized to `type` per tensor (axis -1) or along `axis`
   // (symmetric int8, or uint8 with zero point 128), with its DequantizeLinear.
   std::string Weight(Shape shape, int64_t axis, DType type, std::vector<float>* scales_out = nullptr) {
-    const Tensor w = RandomFloats(shape, rng_, -0.5f, 0.5f);
+    const Tensor w = RandomTensor(shape, rng_, -0.5f, 0.5f);
     const int64_t channels = axis < 0 ? 1 : shape[axis];
     int64_t inner = 1;
     if (axis >= 0)
@@ -210,7 +190,7 @@ class QdqBuilder {
   // (`scale_factor` != 1 makes the bias scale differ from that), or float.
   std::string Bias(int64_t count, float x_scale, const std::vector<float>& w_scales, bool quantized,
                    float scale_factor = 1.f) {
-    const Tensor real = RandomFloats({count}, rng_, -0.3f, 0.3f);
+    const Tensor real = RandomTensor({count}, rng_, -0.3f, 0.3f);
     const std::string name = "b" + std::to_string(g().initializers.size());
     if (!quantized) return Const(name, real);
     std::vector<float> scales(count);

@@ -12,9 +12,15 @@
 
 #include "core/parallel.h"
 #include "ops/registry.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
+
+using testing::Float;
+using testing::Int;
+using testing::Ints;
+using testing::String;
 
 // A kernel context over test tensors. Outputs start as NaN so that an element a
 // kernel forgets to write shows up.
@@ -32,31 +38,6 @@ class TestContext final : public ops::KernelContext {
   }
   std::vector<Tensor>& outputs() { return outputs_; }
 };
-
-ir::Attribute Ints(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute Int(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute Float(float v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-ir::Attribute String(std::string v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kString;
-  a.s = std::move(v);
-  return a;
-}
 
 Tensor Random(Shape shape, uint32_t seed) {
   Tensor t(DType::kFloat32, std::move(shape));

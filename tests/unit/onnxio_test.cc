@@ -17,9 +17,12 @@
 
 #include "onnxio/model_io.h"
 #include "onnxio/wire_scan.h"
+#include "support/test_models.h"
 
 namespace seqto::onnxio {
 namespace {
+
+using testing::MakeNode;
 
 namespace fs = std::filesystem;
 const fs::path kTestData = SEQTO_ONNX_TESTDATA;
@@ -59,17 +62,6 @@ ir::ValueInfo TensorInfo(const std::string& name, DType dtype, std::vector<int64
   v.shape.emplace();
   for (int64_t d : dims) v.shape->push_back(d >= 0 ? ir::Dim{d, ""} : ir::Dim{-1, "N"});
   return v;
-}
-
-ir::Node MakeNode(const std::string& name, const std::string& op, std::vector<std::string> inputs,
-                  std::vector<std::string> outputs, const std::string& domain = "") {
-  ir::Node n;
-  n.name = name;
-  n.op_type = op;
-  n.domain = domain;
-  n.inputs = std::move(inputs);
-  n.outputs = std::move(outputs);
-  return n;
 }
 
 // A model with one node per attribute type (in a custom domain the ONNX checker does

@@ -18,9 +18,14 @@
 #include "core/parallel.h"
 #include "ops/quant/quant_util.h"
 #include "ops/registry.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
+
+using testing::Int;
+using testing::Ints;
+using testing::String;
 
 // A kernel context over test tensors; outputs start as 0xff bytes.
 class QTestContext final : public ops::KernelContext {
@@ -37,25 +42,6 @@ class QTestContext final : public ops::KernelContext {
   }
   std::vector<Tensor>& outputs() { return outputs_; }
 };
-
-ir::Attribute IntAttr(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute IntsAttr(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute StringAttr(std::string v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kString;
-  a.s = std::move(v);
-  return a;
-}
 
 ir::Node MakeNode(const std::string& op, int num_inputs, int num_outputs = 1) {
   ir::Node node;
@@ -238,7 +224,7 @@ TEST_F(QuantOpsTest, Quantize16BitAndInt32Input) {
   EXPECT_EQ(Ints(RunOk(node, 13, {xh, Float(1.f), Zp(DType::kUInt8, 10)})), (std::vector<int64_t>{12, 3}));
   // Without a zero point, opset 21's output_dtype picks the type (int8 here).
   ir::Node typed = MakeNode("QuantizeLinear", 2);
-  typed.attributes["output_dtype"] = IntAttr(3);
+  typed.attributes["output_dtype"] = Int(3);
   const Tensor yt = RunOk(typed, 21, {x, Float(1.f)});
   EXPECT_EQ(yt.dtype(), DType::kInt8);
   EXPECT_EQ(Ints(yt), (std::vector<int64_t>{-128, 2, 2, 127}));
@@ -256,7 +242,7 @@ TEST_F(QuantOpsTest, QuantizePerAxis) {
   EXPECT_EQ(Ints(RunOk(node, 13, {x, scales, zps})),
             (std::vector<int64_t>{1, 2, 12, 12, 21, 22, 0, 0, 8, 8, 19, 18}));
   // axis 0 (and -3): scales 1, 0.5
-  node.attributes["axis"] = IntAttr(-3);
+  node.attributes["axis"] = Int(-3);
   EXPECT_EQ(Ints(RunOk(node, 13, {x, Floats({1.f, 0.5f}), Tensor::FromVector<int8_t>({2}, {0, -1})})),
             (std::vector<int64_t>{1, 2, 3, 4, 5, 6, -3, -5, -7, -9, -11, -13}));
   // Per-axis needs opset 13; a scale of the wrong size is a user error.
@@ -506,11 +492,11 @@ struct QConvCase {
 
 void TestQConv(const QConvCase& c, bool qlinear) {
   ir::Node node = MakeNode(qlinear ? "QLinearConv" : "ConvInteger", 0);
-  if (!c.strides.empty()) node.attributes["strides"] = IntsAttr(c.strides);
-  if (!c.dilations.empty()) node.attributes["dilations"] = IntsAttr(c.dilations);
-  if (!c.pads.empty()) node.attributes["pads"] = IntsAttr(c.pads);
-  if (!c.auto_pad.empty()) node.attributes["auto_pad"] = StringAttr(c.auto_pad);
-  if (c.groups != 1) node.attributes["group"] = IntAttr(c.groups);
+  if (!c.strides.empty()) node.attributes["strides"] = Ints(c.strides);
+  if (!c.dilations.empty()) node.attributes["dilations"] = Ints(c.dilations);
+  if (!c.pads.empty()) node.attributes["pads"] = Ints(c.pads);
+  if (!c.auto_pad.empty()) node.attributes["auto_pad"] = String(c.auto_pad);
+  if (c.groups != 1) node.attributes["group"] = Int(c.groups);
   const int64_t m = c.cout * c.groups;
   Shape xs{c.batch, c.cin * c.groups};
   xs.insert(xs.end(), c.size.begin(), c.size.end());
@@ -705,7 +691,7 @@ TEST_F(QuantOpsTest, QLinearConvRequantizesHalfToEven) {
 TEST_F(QuantOpsTest, ConvIntegerPadsWithZeroPoint) {
   // ONNX's test_convinteger_with_padding: padding contributes x_zp, i.e. nothing.
   ir::Node node = MakeNode("ConvInteger", 3);
-  node.attributes["pads"] = IntsAttr({1, 1, 1, 1});
+  node.attributes["pads"] = Ints({1, 1, 1, 1});
   const Tensor x = Tensor::FromVector<uint8_t>({1, 1, 3, 3}, {2, 3, 4, 5, 6, 7, 8, 9, 10});
   const Tensor w = Tensor::FromVector<uint8_t>({1, 1, 2, 2}, {1, 1, 1, 1});
   for (bool ref : {true, false}) {
@@ -756,7 +742,7 @@ TEST_F(QuantOpsTest, BadInputsAreUserErrors) {
 TEST_F(QuantOpsTest, DISABLED_QLinearConvTiming) {
   SetNumThreads(1);
   ir::Node node = MakeNode("QLinearConv", 9);
-  node.attributes["pads"] = IntsAttr({1, 1, 1, 1});
+  node.attributes["pads"] = Ints({1, 1, 1, 1});
   const Tensor x = RandomFull(DType::kUInt8, {1, 64, 56, 56}, 1);
   std::vector<float> swv(64);
   for (size_t i = 0; i < swv.size(); ++i) swv[i] = 0.001f * (1.f + static_cast<float>(i % 7));

@@ -12,39 +12,15 @@
 #include "quant/node_filter.h"
 #include "quant/quantize.h"
 #include "runtime/session.h"
+#include "support/test_models.h"
 
 namespace seqto::quant {
 namespace {
 
-Tensor RandomTensor(Shape shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::kFloat32, std::move(shape));
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-ir::Node MakeNode(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out) {
-  ir::Node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
-ir::Attribute Ints(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-ir::Attribute Int(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
+using testing::Int;
+using testing::Ints;
+using testing::MakeNode;
+using testing::RandomTensor;
 
 ir::ValueInfo Value(std::string name, std::vector<ir::Dim> dims) {
   return {std::move(name), DType::kFloat32, std::move(dims)};

@@ -17,9 +17,14 @@
 
 #include "core/tensor.h"
 #include "ops/registry.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
+
+using testing::Float;
+using testing::Int;
+using testing::Ints;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -44,25 +49,6 @@ class TestContext final : public ops::KernelContext {
   }
   std::vector<Tensor>& outputs() { return outputs_; }
 };
-
-ir::Attribute Int(int64_t v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute Ints(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute Float(float v) {
-  ir::Attribute a;
-  a.type = ir::Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
 
 struct OpCall {
   std::string op;

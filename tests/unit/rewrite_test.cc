@@ -6,25 +6,13 @@
 
 #include "rewrite/passes.h"
 #include "runtime/session.h"
+#include "support/test_models.h"
 
 namespace seqto {
 namespace {
 
-Tensor RandomTensor(Shape shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::kFloat32, std::move(shape));
-  std::uniform_real_distribution<float> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-ir::Node MakeNode(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out) {
-  ir::Node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
+using testing::MakeNode;
+using testing::RandomTensor;
 
 // x -> Conv(3x3, pad 1) -> BatchNormalization -> Relu -> y
 ir::Model ConvBnModel(bool with_bias, std::mt19937& rng) {

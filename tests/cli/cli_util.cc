@@ -1,0 +1,125 @@
+#include "cli_util.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace seqto::cli_test {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> Result::ErrLines() const {
+  std::vector<std::string> lines;
+  std::istringstream s(err);
+  for (std::string line; std::getline(s, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const fs::path& p, const std::string& bytes) {
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+fs::path TempDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path dir = fs::path(::testing::TempDir()) /
+                 ("seqto_cli_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const fs::path& dir, SpawnOptions options) {
+  // Everything the child needs is prepared before fork(): between fork and exec only
+  // async-signal-safe calls are allowed.
+  std::vector<std::string> storage = {SEQTO_EXE};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string out_path = (dir / "stdout").string(), err_path = (dir / "stderr").string();
+  const int err_flags = O_WRONLY | O_CREAT | (options.append_stderr ? O_APPEND : O_TRUNC);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), err_flags, 0644);
+    const int in = open("/dev/null", O_RDONLY);
+    dup2(out, 1);
+    dup2(err, 2);
+    dup2(in, 0);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+Result Wait(pid_t pid, std::chrono::seconds timeout) {
+  Result r;
+  // fork() failed: never pass -1 on to waitpid or kill (it would mean "every process").
+  if (pid <= 0) return r;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0) return r;  // not our child: exit_code stays -1
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.timed_out = true;
+      return r;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+Result RunSeqto(const std::vector<std::string>& args, std::chrono::seconds timeout) {
+  // One output folder per test process: the tests in it run one at a time.
+  const fs::path dir = fs::path(::testing::TempDir()) / ("seqto_cli_io_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  Result r = Wait(Spawn(args, dir), timeout);
+  r.out = ReadFile(dir / "stdout");
+  r.err = ReadFile(dir / "stderr");
+  return r;
+}
+
+std::string Describe(const std::vector<std::string>& args, const Result& r) {
+  std::string s = "seqto";
+  for (const auto& a : args) s += " " + a;
+  return s + "\n  exit " + std::to_string(r.exit_code) + (r.signal ? " signal " + std::to_string(r.signal) : "") +
+         (r.timed_out ? " TIMED OUT" : "") + "\n  stdout: " + r.out + "\n  stderr: " + r.err;
+}
+
+void ExpectUserError(const std::vector<std::string>& args, const std::vector<std::string>& parts,
+                     const std::string& marker) {
+  const Result r = RunSeqto(args);
+  const std::string what = Describe(args, r);
+  EXPECT_FALSE(r.timed_out) << what;
+  EXPECT_EQ(r.signal, 0) << what;
+  EXPECT_EQ(r.exit_code, 1) << what;
+  const auto lines = r.ErrLines();
+  ASSERT_EQ(lines.size(), 1u) << "expected exactly one error line: " << what;
+  EXPECT_NE(lines[0].find(marker), std::string::npos) << "'" << marker << "' missing: " << what;
+  EXPECT_TRUE(r.err.back() == '\n') << what;
+  for (const auto& p : parts) EXPECT_NE(lines[0].find(p), std::string::npos) << "'" << p << "' missing: " << what;
+}
+
+}  // namespace seqto::cli_test
