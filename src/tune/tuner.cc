@@ -225,6 +225,7 @@ Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& option
     list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return ranking.batches[i]; };
     quant::AnalysisOptions aopts;
     aopts.sensitivity = ranker->needs_sensitivity;
+    aopts.revert_one = ranker->needs_revert_one;
     aopts.worst_samples = config.worst_samples;
     aopts.threads = config.threads;
     say("analyzing " + std::to_string(groups.size()) + " groups on " + std::to_string(ranking.samples) + " samples");
@@ -247,7 +248,7 @@ Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& option
     quant::RankOptions ropts;
     ropts.seed = config.seed;
     for (const auto& r : quant::Rankers()) {
-      if (r.needs_sensitivity && !aopts.sensitivity) continue;
+      if ((r.needs_sensitivity && !aopts.sensitivity) || (r.needs_revert_one && !aopts.revert_one)) continue;
       SEQTO_ASSIGN_OR_RETURN(j["rankings"][r.name], r.rank(analysis, ropts));
     }
     order = j["rankings"][config.ranker].get<std::vector<std::string>>();

@@ -277,7 +277,8 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
   LossSums full_loss;
   std::vector<double> sample_loss;
   size_t samples = 0;
-  const size_t sensitivity_units = options.sensitivity ? 2 * groups.size() : 0;
+  const size_t passes = options.revert_one ? 2 : 1;  // isolated, and revert-one if asked
+  const size_t sensitivity_units = options.sensitivity ? passes * groups.size() : 0;
   const size_t total_units = data.num_batches + sensitivity_units;
 
   for (size_t b = 0; b < data.num_batches; ++b) {
@@ -375,8 +376,9 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
       result.sensitivity_samples = samples;
     }
 
-    // The fully quantized model's loss on the subset, with the same sessions options
-    // as the candidates (int8 fusion on), so differences come from the group alone.
+    // Losses of edited plans on the subset, with the same session options as the
+    // candidates (int8 fusion on), so differences come from the groups alone. The
+    // fully quantized model's loss is what revert-one subtracts from.
     auto loss_of = [&](const std::set<std::string>& excluded, double& loss) -> Status {
       SEQTO_ASSIGN_OR_RETURN(ir::Model model, plan.Materialize(excluded));
       runtime::SessionOptions so;
@@ -398,18 +400,19 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
     for (const auto& g : groups) all_names.insert(g.name);
 
     const int hw = std::max(1u, std::thread::hardware_concurrency());
-    const size_t workers = std::min<size_t>(options.threads > 0 ? options.threads : hw, 2 * groups.size());
+    const size_t units = passes * groups.size();
+    const size_t workers = std::min<size_t>(options.threads > 0 ? options.threads : hw, units);
     std::atomic<size_t> next{0}, done{data.num_batches};
     std::mutex mutex;
     Status first_error;
     auto work = [&] {
-      for (size_t unit = next++; unit < 2 * groups.size(); unit = next++) {
+      for (size_t unit = next++; unit < units; unit = next++) {
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (!first_error.ok()) return;
         }
-        const size_t g = unit / 2;
-        const bool isolated = unit % 2 == 1;
+        const size_t g = unit / passes;
+        const bool isolated = passes == 1 || unit % 2 == 1;
         std::set<std::string> excluded;
         if (isolated) {
           excluded = all_names;

@@ -31,7 +31,8 @@ struct BatchList {
 };
 
 struct AnalysisOptions {
-  bool sensitivity = true;   // run the isolated and revert-one passes (2 runs per group)
+  bool sensitivity = true;   // run the isolated pass (1 run per group over the subset)
+  bool revert_one = true;    // with sensitivity: also the revert-one pass (1 more run per group)
   // Revert-one sensitivity only on the `worst_samples` samples where the fully
   // quantized model's output loss is largest (as NNCF does); 0: all samples.
   size_t worst_samples = 0;

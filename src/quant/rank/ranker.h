@@ -20,8 +20,10 @@ struct RankOptions {
 struct Ranker {
   std::string name;
   std::string description;
-  // Whether the ranker needs the sensitivity pass of the analysis.
+  // Which sensitivity passes of the analysis the ranker needs: isolated
+  // (needs_sensitivity) and also revert-one (needs_revert_one).
   bool needs_sensitivity = false;
+  bool needs_revert_one = false;
   // Group names, first = first to exclude from quantization.
   std::function<Expected<std::vector<std::string>>(const AnalysisResult&, const RankOptions&)> rank;
 };

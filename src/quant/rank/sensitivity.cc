@@ -13,6 +13,7 @@ Ranker MakeSensitivityRanker() {
   r.name = "sensitivity";
   r.description = "revert-one output loss: the group whose reversion helps most first";
   r.needs_sensitivity = true;
+  r.needs_revert_one = true;
   r.rank = [](const AnalysisResult& a, const RankOptions&) -> Expected<std::vector<std::string>> {
     for (const auto& g : a.groups)
       if (std::isnan(g.sensitivity_revert_one))
