@@ -42,9 +42,9 @@ json LatencyJson(const LatencyStats& s) {
           {"max", s.max},   {"stddev", s.stddev}, {"runs", s.runs}};
 }
 
-// ------------------------------------------------------------------ data
-
 }  // namespace
+
+// ------------------------------------------------------------------ data
 
 Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs,
                             uint64_t seed, size_t batch_size, const std::string& what) {
@@ -133,7 +133,9 @@ std::string HumanBytes(double b) {
 
 }  // namespace
 
-Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& options) {
+namespace {
+
+Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& options) {
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
@@ -458,6 +460,19 @@ Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& option
   }
   result.summary = s.str();
   return result;
+}
+
+}  // namespace
+
+Expected<TuneResult> RunTune(const TuneConfig& config, const TuneOptions& options) {
+  // The run directory's files are seqto's own and written atomically, but a user may
+  // edit or damage them: a missing key must be an error naming the run, not a crash.
+  try {
+    return RunTuneImpl(config, options);
+  } catch (const nlohmann::json::exception& e) {
+    return UserError(config.out + ": a file of the run directory is damaged (" + std::string(e.what()) +
+                     "); delete it, or the run directory, to recompute");
+  }
 }
 
 }  // namespace seqto::tune
