@@ -9,7 +9,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "quant/calib/calibrate.h"
 #include "quant/quantize.h"
 #include "quant/rank/ranker.h"
+#include "runners/runner.h"
 #include "runtime/session.h"
 #include "tune/config.h"
 #include "tune/tuner.h"
@@ -60,38 +60,30 @@ struct Loss {
   double sqnr_db = 0;        // output SQNR against the float model
 };
 
-// Accuracy loss and agreement of a model with the float model on in-memory batches.
-Expected<Loss> AccuracyLoss(const ir::Model& model, const tune::LoadedSet& eval, const Tensor& float_logits,
-                              double float_top1, int threads) {
+// The model's first output over all batches, concatenated.
+Expected<Tensor> FirstOutput(const ir::Model& model, const std::vector<runtime::TensorMap>& batches, int threads) {
   runtime::SessionOptions so;
   so.threads = threads;
   SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, so));
   std::vector<Tensor> parts;
-  for (const auto& b : eval.batches) {
+  for (const auto& b : batches) {
     SEQTO_ASSIGN_OR_RETURN(auto out, session->Run(b));
     parts.push_back(out.at(model.graph.outputs[0].name));
   }
-  AgreementAccumulator agree;
-  AccuracyAccumulator acc;
-  int64_t row = 0;
-  for (const auto& p : parts) {
-    const int64_t n = p.dim(0);
-    std::vector<int64_t> labels;
-    if (!eval.labels.empty()) labels.assign(eval.labels.begin() + row, eval.labels.begin() + row + n);
-    // The float logits of the same rows.
-    Tensor ref(float_logits.dtype(), p.shape());
-    std::memcpy(ref.raw(), float_logits.data<float>() + row * (p.numel() / std::max<int64_t>(n, 1)), ref.nbytes());
-    SEQTO_RETURN_IF_ERROR(agree.Add(ref, p));
-    if (!labels.empty()) SEQTO_RETURN_IF_ERROR(acc.Add(p, labels));
-    row += n;
-  }
-  SEQTO_ASSIGN_OR_RETURN(AgreementMetrics m, agree.Result());
+  return runners::ConcatDim0(parts);
+}
+
+// Accuracy loss and agreement of a model with the float model on in-memory batches.
+Expected<Loss> AccuracyLoss(const ir::Model& model, const tune::LoadedSet& eval, const Tensor& float_logits,
+                            double float_top1, int threads) {
+  SEQTO_ASSIGN_OR_RETURN(Tensor logits, FirstOutput(model, eval.batches, threads));
+  SEQTO_ASSIGN_OR_RETURN(AgreementMetrics m, Agreement(float_logits, logits));
   Loss loss;
   loss.disagreement = loss.accuracy_loss = m.top1_disagreement;
   loss.sqnr_db = m.sqnr_db;
   if (!eval.labels.empty()) {
-    SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics am, acc.Result());
-    loss.accuracy_loss = float_top1 - am.top1;
+    SEQTO_ASSIGN_OR_RETURN(double top1, TopKAccuracy(logits, eval.labels, 1));
+    loss.accuracy_loss = float_top1 - top1;
   }
   return loss;
 }
@@ -237,31 +229,11 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   if (!compare_ks.empty()) {
     auto eval = tune::LoadSet(eval_set, inputs, a.seed, a.batch, "evaluation");
     if (!eval) return fail(eval.error());
-    runtime::SessionOptions so;
-    so.threads = a.threads;
-    auto float_session = runtime::Session::Create(*prepared, so);
-    if (!float_session) return fail(float_session.error());
-    std::vector<Tensor> parts;
-    for (const auto& b : eval->batches) {
-      auto out = (*float_session)->Run(b);
-      if (!out) return fail(out.error());
-      parts.push_back(out->at(prepared->graph.outputs[0].name));
-    }
-    Tensor float_logits = parts[0];
-    if (parts.size() > 1) {
-      Shape shape = parts[0].shape();
-      shape[0] = 0;
-      for (const auto& p : parts) shape[0] += p.dim(0);
-      float_logits = Tensor(parts[0].dtype(), shape);
-      size_t offset = 0;
-      for (const auto& p : parts) {
-        std::memcpy(static_cast<std::byte*>(float_logits.raw()) + offset, p.raw(), p.nbytes());
-        offset += p.nbytes();
-      }
-    }
+    auto float_logits = FirstOutput(*prepared, eval->batches, a.threads);
+    if (!float_logits) return fail(float_logits.error());
     double float_top1 = 0;
     if (!eval->labels.empty()) {
-      auto t = TopKAccuracy(float_logits, eval->labels, 1);
+      auto t = TopKAccuracy(*float_logits, eval->labels, 1);
       if (!t) return fail(t.error());
       float_top1 = *t;
     }
@@ -279,7 +251,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
         std::set<std::string> excluded(order.begin(), order.begin() + std::min(k, order.size()));
         auto model = plan->Materialize(excluded);
         if (!model) return fail(model.error());
-        auto loss = AccuracyLoss(*model, *eval, float_logits, float_top1, a.threads);
+        auto loss = AccuracyLoss(*model, *eval, *float_logits, float_top1, a.threads);
         if (!loss) return fail(loss.error());
         j["comparison"][it.key()][std::to_string(k)] = {
             {"accuracy_loss", loss->accuracy_loss}, {"top1_disagreement", loss->disagreement}, {"sqnr_db", loss->sqnr_db}};
@@ -290,7 +262,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
     }
     auto full = plan->Materialize({});
     if (!full) return fail(full.error());
-    auto loss0 = AccuracyLoss(*full, *eval, float_logits, float_top1, a.threads);
+    auto loss0 = AccuracyLoss(*full, *eval, *float_logits, float_top1, a.threads);
     if (!loss0) return fail(loss0.error());
     j["comparison_full_quantization"] = {{"accuracy_loss", loss0->accuracy_loss},
                                          {"top1_disagreement", loss0->disagreement},

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "runners/ort_runner.h"
 
 extern char** environ;
 
@@ -300,30 +301,6 @@ Status ValidateRun(const fs::path& run_dir) {
 
 // ------------------------------------------------------------------ the node tool
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    const fs::path candidate = fs::path(dir) / name;
-    std::error_code ec;
-    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate, ec)) return candidate.string();
-  }
-  return "";
-}
-
-Expected<std::string> FindNode() {
-  if (const char* env = std::getenv("SEQTO_NODE"); env && *env) {
-    if (::access(env, X_OK) != 0) return UserError(std::string("$SEQTO_NODE=") + env + " is not an executable");
-    return std::string(env);
-  }
-  for (const char* name : {"node", "nodejs"})
-    if (std::string p = FindOnPath(name); !p.empty()) return p;
-  return UserError(
-      "Node.js ('node') not found on PATH; the report writer needs it (Debian package nodejs; or set $SEQTO_NODE)");
-}
-
 // $SEQTO_REPORT_DIR, else tools/report in the source tree this binary was built from.
 fs::path ToolDir() {
   if (const char* env = std::getenv("SEQTO_REPORT_DIR"); env && *env) return env;
@@ -403,7 +380,7 @@ void OpenInBrowser(const fs::path& page) {
   std::error_code ec;
   const fs::path abs = fs::absolute(page, ec);
   const std::string url = "file://" + (ec ? page : abs).string();
-  const std::string opener = FindOnPath("xdg-open");
+  const std::string opener = runners::FindOnPath("xdg-open");
   if (opener.empty()) {
     std::cout << "open " << url << " in a browser (xdg-open not found)\n";
     return;
@@ -449,7 +426,9 @@ Status WriteReport(const std::string& path_arg, bool open_browser) {
     argv.insert(argv.end(), runs.begin(), runs.end());
     page = path / "index.html";
   }
-  SEQTO_ASSIGN_OR_RETURN(std::string node, FindNode());
+  auto node_found = runners::FindNode();
+  if (!node_found) return Status(node_found.error()).WithContext("the report writer needs Node.js");
+  const std::string node = *node_found;
   SEQTO_ASSIGN_OR_RETURN(std::string tool, FindTool());
   argv.insert(argv.begin(), {node, tool});
   SEQTO_ASSIGN_OR_RETURN(auto result, RunTool(argv));

@@ -30,32 +30,6 @@ namespace {
 
 constexpr const char* kNpmInstall = "npm ci --ignore-scripts --prefix ";
 
-// The first executable `name` on PATH, or "".
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) dir = ".";
-    const fs::path candidate = fs::path(dir) / name;
-    std::error_code ec;
-    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate, ec)) return candidate.string();
-  }
-  return "";
-}
-
-Expected<std::string> FindNode() {
-  if (const char* env = std::getenv("SEQTO_NODE"); env && *env) {
-    std::error_code ec;
-    if (::access(env, X_OK) != 0 || fs::is_directory(env, ec))
-      return UserError(std::string("$SEQTO_NODE=") + env + " is not an executable");
-    return std::string(env);
-  }
-  for (const char* name : {"node", "nodejs"})
-    if (std::string p = FindOnPath(name); !p.empty()) return p;
-  return UserError("Node.js ('node') not found on PATH: install the Debian package nodejs, or set $SEQTO_NODE");
-}
-
 // Folders that may hold ort_run.js, in search order (without $SEQTO_ORT_DIR, which
 // replaces the search when set).
 std::vector<fs::path> OrtDirCandidates() {
@@ -235,6 +209,32 @@ Expected<runtime::TensorMap> ReadOutputs(const fs::path& manifest) {
 }
 
 }  // namespace
+
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) dir = ".";
+    const fs::path candidate = fs::path(dir) / name;
+    std::error_code ec;
+    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate, ec)) return candidate.string();
+  }
+  return "";
+}
+
+Expected<std::string> FindNode() {
+  if (const char* env = std::getenv("SEQTO_NODE"); env && *env) {
+    std::error_code ec;
+    if (::access(env, X_OK) != 0 || fs::is_directory(env, ec))
+      return UserError(std::string("$SEQTO_NODE=") + env + " is not an executable");
+    return std::string(env);
+  }
+  for (const char* name : {"node", "nodejs"})
+    if (std::string p = FindOnPath(name); !p.empty()) return p;
+  return UserError("Node.js ('node') not found on PATH: install the Debian package nodejs, or set $SEQTO_NODE");
+}
+
 
 Expected<OrtTool> FindOrtTool() {
   OrtTool tool;

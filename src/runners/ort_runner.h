@@ -28,6 +28,12 @@ struct OrtTool {
   std::string script;  // .../tools/ort/ort_run.js (onnxruntime-node installed next to it)
 };
 
+// The first executable `name` on PATH, or "".
+std::string FindOnPath(const std::string& name);
+// Node.js: $SEQTO_NODE, else `node` or `nodejs` on PATH; an error says how to get it.
+// (Also used by `seqto report`, whose renderer is a Node.js tool.)
+Expected<std::string> FindNode();
+
 // The tool, or one error saying what is missing and how to install it.
 Expected<OrtTool> FindOrtTool();
 // Ok if FindOrtTool() succeeds.

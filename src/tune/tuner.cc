@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -88,15 +87,11 @@ Expected<Tensor> FirstOutput(const runtime::TensorMap& outputs, const std::strin
   return it->second;
 }
 
-runtime::TensorMap LatencyBatch(const LoadedSet& set, int batch) {
+// The first `batch` samples of the evaluation data: what latency is measured on.
+Expected<runtime::TensorMap> LatencyBatch(const LoadedSet& set, int batch) {
   runtime::TensorMap out;
   for (const auto& [name, t] : set.batches.front()) {
-    const int64_t rows = std::min<int64_t>(batch, t.dim(0));
-    Shape shape = t.shape();
-    shape[0] = rows;
-    Tensor sub(t.dtype(), shape);
-    std::memcpy(sub.raw(), t.raw(), sub.nbytes());
-    out[name] = sub;
+    SEQTO_ASSIGN_OR_RETURN(out[name], runners::SliceDim0(t, 0, std::min<int64_t>(batch, t.dim(0))));
   }
   return out;
 }
@@ -264,7 +259,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   runners::RunnerOptions ropts;
   ropts.threads = config.threads;
   SEQTO_ASSIGN_OR_RETURN(auto runner, runners::MakeRunner(config.runner, ropts));
-  const runtime::TensorMap latency_batch = LatencyBatch(eval, config.latency_batch);
+  SEQTO_ASSIGN_OR_RETURN(const runtime::TensorMap latency_batch, LatencyBatch(eval, config.latency_batch));
   runners::LatencyOptions lopts;
   lopts.warmup = config.latency_warmup;
   lopts.runs = config.latency_runs;
