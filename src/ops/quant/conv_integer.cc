@@ -227,8 +227,8 @@ class QConvKernel final : public Kernel {
     DType y_type = DType::kInt32;
     const int32_t* bias = nullptr;
     if (qlinear_) {
-      SEQTO_ASSIGN_OR_RETURN(float x_scale, ScalarScale(ctx, 1, "x_scale"));
-      SEQTO_ASSIGN_OR_RETURN(float y_scale, ScalarScale(ctx, 6, "y_scale"));
+      SEQTO_ASSIGN_OR_RETURN(float x_scale, quant::ScalarScale(ctx, 1, "x_scale"));
+      SEQTO_ASSIGN_OR_RETURN(float y_scale, quant::ScalarScale(ctx, 6, "y_scale"));
       if (!ctx.has_input(4)) return InputError(4, "w_scale is missing");
       const Tensor& ws = ctx.input(4);
       SEQTO_ASSIGN_OR_RETURN(std::vector<float> w_scale, quant::ReadScales(ws, 4, "w_scale"));
@@ -291,14 +291,6 @@ class QConvKernel final : public Kernel {
     int32_t y_zp;
     const int32_t* bias;
   };
-
-  static Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
-    if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
-    const Tensor& t = ctx.input(index);
-    SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, quant::ReadScales(t, index, name));
-    if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
-    return v[0];
-  }
 
   // Writes Y from oneDNN's int32 results `raw`, laid out [N, stride_m, positions]:
   // output channel m is raw channel m, or with extended weights (`ext`) raw channel

@@ -21,14 +21,6 @@ namespace {
 
 enum Input { kA = 0, kAScale, kAZp, kB, kBScale, kBZp, kYScale, kYZp, kBias };
 
-Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
-  if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
-  const Tensor& t = ctx.input(index);
-  SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, quant::ReadScales(t, index, name));
-  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
-  return v[0];
-}
-
 // One row: dst[j] = clamp(round(float(acc[j] + bias[j]) * mult[j]) + zp), the sum
 // wrapping like int32 arithmetic; locals and branch-free forms so it vectorizes.
 template <typename Y>
@@ -55,8 +47,8 @@ class QGemmKernel final : public Kernel {
     if (ctx.has_input(kAZp) && ctx.input(kAZp).numel() != 1)
       return InputError(kAZp, "a_zero_point has shape " + ShapeToString(ctx.input(kAZp).shape()) + ", expected a scalar");
 
-    SEQTO_ASSIGN_OR_RETURN(float a_scale, ScalarScale(ctx, kAScale, "a_scale"));
-    SEQTO_ASSIGN_OR_RETURN(float y_scale, ScalarScale(ctx, kYScale, "y_scale"));
+    SEQTO_ASSIGN_OR_RETURN(float a_scale, quant::ScalarScale(ctx, kAScale, "a_scale"));
+    SEQTO_ASSIGN_OR_RETURN(float y_scale, quant::ScalarScale(ctx, kYScale, "y_scale"));
     if (!ctx.has_input(kBScale)) return InputError(kBScale, "b_scale is missing");
     const Tensor& bs = ctx.input(kBScale);
     SEQTO_ASSIGN_OR_RETURN(std::vector<float> b_scale, quant::ReadScales(bs, kBScale, "b_scale"));

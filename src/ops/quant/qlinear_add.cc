@@ -25,22 +25,6 @@ struct AddParams {
   float lo, hi;  // QuantizeClamped's bounds for Y
 };
 
-Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
-  if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
-  const Tensor& t = ctx.input(index);
-  SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, quant::ReadScales(t, index, name));
-  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
-  return v[0];
-}
-
-Expected<int32_t> ScalarZp(const KernelContext& ctx, int index, DType type, const char* name) {
-  if (!ctx.has_input(index)) return 0;
-  const Tensor& t = ctx.input(index);
-  SEQTO_ASSIGN_OR_RETURN(std::vector<int32_t> v, quant::ReadZeroPoints(t, type, index, name));
-  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
-  return v[0];
-}
-
 // Y[i] for A[a_off + i * a_step], B[b_off + i * b_step], i in [0, n): the parameters
 // are locals and the forms branch-free, so the loop vectorizes (see quant_util.h).
 template <typename A, typename B, typename Y>
@@ -92,17 +76,17 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
     if (!quant::Is8Bit(a.dtype())) return DTypeError(kA, a.dtype(), "uint8, int8");
     if (!quant::Is8Bit(b.dtype())) return DTypeError(kB, b.dtype(), "uint8, int8");
     AddParams p;
-    SEQTO_ASSIGN_OR_RETURN(p.sa, ScalarScale(ctx, kAScale, "a_scale"));
-    SEQTO_ASSIGN_OR_RETURN(p.sb, ScalarScale(ctx, kBScale, "b_scale"));
-    SEQTO_ASSIGN_OR_RETURN(p.sy, ScalarScale(ctx, kYScale, "y_scale"));
-    SEQTO_ASSIGN_OR_RETURN(p.za, ScalarZp(ctx, kAZp, a.dtype(), "a_zero_point"));
-    SEQTO_ASSIGN_OR_RETURN(p.zb, ScalarZp(ctx, kBZp, b.dtype(), "b_zero_point"));
+    SEQTO_ASSIGN_OR_RETURN(p.sa, quant::ScalarScale(ctx, kAScale, "a_scale"));
+    SEQTO_ASSIGN_OR_RETURN(p.sb, quant::ScalarScale(ctx, kBScale, "b_scale"));
+    SEQTO_ASSIGN_OR_RETURN(p.sy, quant::ScalarScale(ctx, kYScale, "y_scale"));
+    SEQTO_ASSIGN_OR_RETURN(p.za, quant::ScalarZp(ctx, kAZp, a.dtype(), "a_zero_point"));
+    SEQTO_ASSIGN_OR_RETURN(p.zb, quant::ScalarZp(ctx, kBZp, b.dtype(), "b_zero_point"));
     DType y_type = a.dtype();
     if (ctx.has_input(kYZp)) {
       y_type = ctx.input(kYZp).dtype();
       if (!quant::Is8Bit(y_type)) return DTypeError(kYZp, y_type, "uint8, int8");
     }
-    SEQTO_ASSIGN_OR_RETURN(p.zy, ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
+    SEQTO_ASSIGN_OR_RETURN(p.zy, quant::ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
     const quant::ClampBounds bounds(clamp.Narrow(y_type), p.zy);
     p.lo = bounds.lo;
     p.hi = bounds.hi;

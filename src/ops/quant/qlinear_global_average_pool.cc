@@ -17,22 +17,6 @@ namespace {
 
 enum Input { kX = 0, kXScale, kXZp, kYScale, kYZp };
 
-Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
-  if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
-  const Tensor& t = ctx.input(index);
-  SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, quant::ReadScales(t, index, name));
-  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
-  return v[0];
-}
-
-Expected<int32_t> ScalarZp(const KernelContext& ctx, int index, DType type, const char* name) {
-  if (!ctx.has_input(index)) return 0;
-  const Tensor& t = ctx.input(index);
-  SEQTO_ASSIGN_OR_RETURN(std::vector<int32_t> v, quant::ReadZeroPoints(t, type, index, name));
-  if (v.size() != 1) return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
-  return v[0];
-}
-
 template <typename X, typename Y>
 void Pool(const X* x, Y* y, int64_t planes, int64_t count, float sx, int32_t zx, float sy, int32_t zy,
           quant::ClampBounds bounds) {
@@ -54,12 +38,12 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearGlobalAveragePool(const KernelInit&
     const Tensor& x = ctx.input(kX);
     if (!quant::Is8Bit(x.dtype())) return DTypeError(kX, x.dtype(), "uint8, int8");
     if (x.rank() < 3) return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected rank >= 3 (N x C x spatial)");
-    SEQTO_ASSIGN_OR_RETURN(float sx, ScalarScale(ctx, kXScale, "x_scale"));
-    SEQTO_ASSIGN_OR_RETURN(float sy, ScalarScale(ctx, kYScale, "y_scale"));
-    SEQTO_ASSIGN_OR_RETURN(int32_t zx, ScalarZp(ctx, kXZp, x.dtype(), "x_zero_point"));
+    SEQTO_ASSIGN_OR_RETURN(float sx, quant::ScalarScale(ctx, kXScale, "x_scale"));
+    SEQTO_ASSIGN_OR_RETURN(float sy, quant::ScalarScale(ctx, kYScale, "y_scale"));
+    SEQTO_ASSIGN_OR_RETURN(int32_t zx, quant::ScalarZp(ctx, kXZp, x.dtype(), "x_zero_point"));
     const DType y_type = ctx.has_input(kYZp) ? ctx.input(kYZp).dtype() : x.dtype();
     if (!quant::Is8Bit(y_type)) return DTypeError(kYZp, y_type, "uint8, int8");
-    SEQTO_ASSIGN_OR_RETURN(int32_t zy, ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
+    SEQTO_ASSIGN_OR_RETURN(int32_t zy, quant::ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
     const int64_t planes = x.dim(0) * x.dim(1);
     const int64_t count = planes == 0 ? 0 : x.numel() / planes;
     if (count == 0 && planes > 0) return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ": nothing to pool");

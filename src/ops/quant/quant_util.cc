@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "ops/op.h"
 #include "ops/util.h"
 
 namespace seqto::ops::quant {
@@ -158,5 +159,23 @@ std::atomic<int64_t> fast_runs{0};
 
 void CountFastRun() { fast_runs.fetch_add(1, std::memory_order_relaxed); }
 int64_t FastRuns() { return fast_runs.load(std::memory_order_relaxed); }
+
+Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name) {
+  if (!ctx.has_input(index)) return InputError(index, std::string(name) + " is missing");
+  const Tensor& t = ctx.input(index);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<float> v, ReadScales(t, index, name));
+  if (v.size() != 1)
+    return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+  return v[0];
+}
+
+Expected<int32_t> ScalarZp(const KernelContext& ctx, int index, DType type, const char* name) {
+  if (!ctx.has_input(index)) return 0;
+  const Tensor& t = ctx.input(index);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<int32_t> v, ReadZeroPoints(t, type, index, name));
+  if (v.size() != 1)
+    return InputError(index, std::string(name) + " has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+  return v[0];
+}
 
 }  // namespace seqto::ops::quant

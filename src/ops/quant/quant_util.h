@@ -21,6 +21,10 @@
 #error "ops/quant relies on IEEE rounding (RoundHalfEven); do not build it with -ffast-math"
 #endif
 
+namespace seqto::ops {
+class KernelContext;
+}  // namespace seqto::ops
+
 namespace seqto::ops::quant {
 
 // The representable range of an integer element type.
@@ -82,6 +86,11 @@ Expected<std::vector<float>> ReadScales(const Tensor& t, int index, const char* 
 // Checks that zero point input `index` ('name') has the type `expected` (the type
 // of the tensor it belongs to) and returns its values as int32.
 Expected<std::vector<int32_t>> ReadZeroPoints(const Tensor& zp, DType expected, int index, const char* name);
+
+// Input `index` as one scale (required; a scalar or a 1-element tensor).
+Expected<float> ScalarScale(const KernelContext& ctx, int index, const char* name);
+// Input `index` as one zero point of `type` (0 when the input is omitted).
+Expected<int32_t> ScalarZp(const KernelContext& ctx, int index, DType type, const char* name);
 
 // A parameter (scale or zero point) broadcast over a matrix product's operand:
 // per row of A ([..., M, 1] or [M]) or per column of B ([..., 1, N] or [N]), or one
