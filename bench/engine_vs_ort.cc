@@ -73,9 +73,9 @@ void PrintRow(const Row& r) {
     return std::string(buf);
   }()
                                                             : "n/a";
-  std::printf("%-16s %6d %8d %12s %12s %10s %12s%s%s\n", r.model.c_str(), r.batch, r.threads,
-              Fmt(r.seqto_ms).c_str(), Fmt(r.ort_ms).c_str(), ratio.c_str(), Fmt(r.unfused_ms).c_str(),
-              r.note.empty() ? "" : "   ", r.note.c_str());
+  std::printf("%-16s %6d %8d %12s %12s %10s %12s%s%s\n", r.model.c_str(), r.batch, r.threads, Fmt(r.seqto_ms).c_str(),
+              Fmt(r.ort_ms).c_str(), ratio.c_str(), Fmt(r.unfused_ms).c_str(), r.note.empty() ? "" : "   ",
+              r.note.c_str());
   std::fflush(stdout);
 }
 
@@ -174,14 +174,16 @@ int main(int argc, char** argv) {
         row.batch = batch;
         row.threads = threads;
         auto ours = TimeSeqto(*model, input, threads, runs, warmup);
-        if (ours) row.seqto_ms = ours->p50;
+        if (ours)
+          row.seqto_ms = ours->p50;
         else {
           row.note = "seqto: " + ours.error().message;
           failed = true;
         }
         if (IsQdq(*model)) {
           auto unfused = TimeSeqto(*model, input, threads, runs, warmup, /*optimize=*/false);
-          if (unfused) row.unfused_ms = unfused->p50;
+          if (unfused)
+            row.unfused_ms = unfused->p50;
           else {
             row.note += (row.note.empty() ? "seqto unfused: " : "; seqto unfused: ") + unfused.error().message;
             failed = true;
@@ -191,7 +193,8 @@ int main(int argc, char** argv) {
           testing::OrtOptions ort_options;
           ort_options.threads = threads;
           auto ort = testing::OrtBenchmark(path, {{in.name, input}}, runs, warmup, ort_options);
-          if (ort) row.ort_ms = ort->p50;
+          if (ort)
+            row.ort_ms = ort->p50;
           else {
             row.note += (row.note.empty() ? "" : "; ") + ort.error().message;
             failed = true;

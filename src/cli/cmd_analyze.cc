@@ -158,7 +158,8 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   const bool tty = ::isatty(2);
   aopts.progress = [tty](size_t done, size_t total) {
     if (tty) {
-      std::fprintf(stderr, "\rseqto analyze: [%-30s] %zu/%zu", std::string(30 * done / total, '#').c_str(), done, total);
+      std::fprintf(stderr, "\rseqto analyze: [%-30s] %zu/%zu", std::string(30 * done / total, '#').c_str(), done,
+                   total);
       if (done == total) std::fprintf(stderr, "\n");
     } else if (done == total || (10 * done) / total != (10 * (done - 1)) / total) {
       std::fprintf(stderr, "seqto analyze: %zu/%zu\n", done, total);
@@ -188,8 +189,8 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   }
   std::printf("%s: %zu groups, %zu samples, full-model output SQNR %.1f dB (%.1f s)\n", a.model.c_str(),
               analysis->groups.size(), analysis->samples, analysis->full_output_sqnr_db, analysis->seconds);
-  std::printf("%5s  %-44s %-18s %8s %8s %8s %6s %11s\n", "rank", "group", "op", "w(dB)", "qdq(dB)", "xmod(dB)",
-              "score", "sensitivity");
+  std::printf("%5s  %-44s %-18s %8s %8s %8s %6s %11s\n", "rank", "group", "op", "w(dB)", "qdq(dB)", "xmod(dB)", "score",
+              "sensitivity");
   for (const auto& g : analysis->groups) {
     std::string name = g.name.size() > 44 ? "..." + g.name.substr(g.name.size() - 41) : g.name;
     std::printf("%5s  %-44s %-18s %8s %8s %8s %6s %11s\n",
@@ -200,9 +201,10 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
                     ? Fmt(100 * g.sensitivity_revert_one / analysis->full_output_loss, 1).c_str()
                     : "-");
   }
-  std::printf("(rank: position in the '%s' order; sensitivity: %% of the full quantization's output noise that reverting "
+  std::printf(
+      "(rank: position in the '%s' order; sensitivity: %% of the full quantization's output noise that reverting "
       "the group removes)\n",
-              a.ranker.c_str());
+      a.ranker.c_str());
 
   json j;
   j["model"] = a.model;
@@ -237,9 +239,10 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
       if (!t) return fail(t.error());
       float_top1 = *t;
     }
-    std::printf("\nafter excluding the first K groups (%zu samples): accuracy loss (%s) / top-1 disagreement "
-                "with the float model (%%)\n",
-                eval->samples, eval->labels.empty() ? "= disagreement" : "points against labels");
+    std::printf(
+        "\nafter excluding the first K groups (%zu samples): accuracy loss (%s) / top-1 disagreement "
+        "with the float model (%%)\n",
+        eval->samples, eval->labels.empty() ? "= disagreement" : "points against labels");
     std::printf("%-16s", "ranker \\ K");
     for (size_t k : compare_ks) std::printf("%14zu", k);
     std::printf("\n");
@@ -253,8 +256,9 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
         if (!model) return fail(model.error());
         auto loss = AccuracyLoss(*model, *eval, *float_logits, float_top1, a.threads);
         if (!loss) return fail(loss.error());
-        j["comparison"][it.key()][std::to_string(k)] = {
-            {"accuracy_loss", loss->accuracy_loss}, {"top1_disagreement", loss->disagreement}, {"sqnr_db", loss->sqnr_db}};
+        j["comparison"][it.key()][std::to_string(k)] = {{"accuracy_loss", loss->accuracy_loss},
+                                                        {"top1_disagreement", loss->disagreement},
+                                                        {"sqnr_db", loss->sqnr_db}};
         std::printf("%7.2f /%5.2f", loss->accuracy_loss, loss->disagreement);
         std::fflush(stdout);
       }

@@ -43,12 +43,16 @@ Expected<Tensor> RandomInput(const ir::ValueInfo& info, int batch, const std::ma
   if (auto it = shapes.find(info.name); it != shapes.end()) {
     shape = it->second;
   } else {
-    if (!info.shape) return UserError("input '" + info.name + "' has unknown rank: set it with --shape " + info.name + "=DIMS");
+    if (!info.shape)
+      return UserError("input '" + info.name + "' has unknown rank: set it with --shape " + info.name + "=DIMS");
     for (size_t d = 0; d < info.shape->size(); ++d) {
       const ir::Dim& dim = (*info.shape)[d];
-      if (d == 0 && batch > 0) shape.push_back(batch);
-      else if (dim.known()) shape.push_back(dim.value);
-      else if (d == 0) shape.push_back(1);
+      if (d == 0 && batch > 0)
+        shape.push_back(batch);
+      else if (dim.known())
+        shape.push_back(dim.value);
+      else if (d == 0)
+        shape.push_back(1);
       else
         return UserError("input '" + info.name + "' has dynamic dimension " + std::to_string(d) + " ('" + dim.param +
                          "'): set it with --shape " + info.name + "=DIMS");
@@ -56,7 +60,8 @@ Expected<Tensor> RandomInput(const ir::ValueInfo& info, int batch, const std::ma
   }
   if (!info.is_tensor()) return UserError("input '" + info.name + "' is a " + info.other_type + ", not a tensor");
   const DType dtype = info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype;
-  if (!IsSupportedDType(dtype)) return UserError("input '" + info.name + "' has type " + DTypeName(dtype) + ", which bench cannot generate");
+  if (!IsSupportedDType(dtype))
+    return UserError("input '" + info.name + "' has type " + DTypeName(dtype) + ", which bench cannot generate");
   uint64_t bytes = DTypeSize(dtype);
   for (int64_t d : shape)
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > kMaxInputBytes)
@@ -110,7 +115,8 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
   }
   const LatencyStats stats = Summarize(times);
   const int used_threads = threads > 0 ? threads : NumThreads();
-  const int used_batch = inputs.empty() ? 0 : static_cast<int>(inputs.begin()->second.shape().empty() ? 1 : inputs.begin()->second.dim(0));
+  const int used_batch =
+      inputs.empty() ? 0 : static_cast<int>(inputs.begin()->second.shape().empty() ? 1 : inputs.begin()->second.dim(0));
   std::printf("model %s  runner engine  batch %d  threads %d  runs %d\n", path.c_str(), used_batch, used_threads, runs);
   std::printf("latency ms: mean %.3f  p50 %.3f  p95 %.3f  min %.3f  max %.3f  stddev %.3f\n", stats.mean, stats.p50,
               stats.p95, stats.min, stats.max, stats.stddev);

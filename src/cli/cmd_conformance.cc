@@ -73,10 +73,14 @@ std::string Compare(const Tensor& expected, const Tensor& actual) {
   double worst = 0;
   for (size_t i = 0; i < e.size(); ++i) {
     bool ok;
-    if (std::isnan(e[i])) ok = std::isnan(a[i]);
-    else if (std::isinf(e[i])) ok = a[i] == e[i];
-    else if (is_float) ok = std::fabs(a[i] - e[i]) <= kAtol + kRtol * std::fabs(e[i]);
-    else ok = a[i] == e[i];
+    if (std::isnan(e[i]))
+      ok = std::isnan(a[i]);
+    else if (std::isinf(e[i]))
+      ok = a[i] == e[i];
+    else if (is_float)
+      ok = std::fabs(a[i] - e[i]) <= kAtol + kRtol * std::fabs(e[i]);
+    else
+      ok = a[i] == e[i];
     if (!ok) {
       if (bad++ == 0) first = i;
       worst = std::max(worst, std::fabs(a[i] - e[i]));
@@ -92,7 +96,8 @@ std::string Compare(const Tensor& expected, const Tensor& actual) {
 // ONNX's test data stores bfloat16 tensors with data type uint16 (the bits); read
 // them as the model's bfloat16.
 Tensor AsTestDataDType(Tensor t, DType wanted) {
-  if (t.dtype() == DType::kUInt16 && wanted == DType::kBFloat16) return Tensor(DType::kBFloat16, t.shape(), t.storage());
+  if (t.dtype() == DType::kUInt16 && wanted == DType::kBFloat16)
+    return Tensor(DType::kBFloat16, t.shape(), t.storage());
   return t;
 }
 
@@ -190,8 +195,10 @@ int RunConformance(const std::string& dir, const std::string& manifest_path, con
     Result r;
     const auto it = manifest.find(test.id);
     if (!manifest_path.empty() && it == manifest.end()) continue;  // only what the manifest lists
-    if (it != manifest.end() && !it->second.expect_pass) r = {Outcome::kSkip, it->second.reason};
-    else r = RunTest(test);
+    if (it != manifest.end() && !it->second.expect_pass)
+      r = {Outcome::kSkip, it->second.reason};
+    else
+      r = RunTest(test);
     switch (r.outcome) {
       case Outcome::kPass:
         ++passed;
@@ -217,7 +224,8 @@ int RunConformance(const std::string& dir, const std::string& manifest_path, con
       std::cout << "FAIL " << id << ": listed in the manifest but not found under " << dir << "\n";
     }
   if (!write_manifest.empty())
-    if (Status s = WriteTextFile(write_manifest, new_manifest.str()); !s.ok()) return ReportError("conformance", s.error());
+    if (Status s = WriteTextFile(write_manifest, new_manifest.str()); !s.ok())
+      return ReportError("conformance", s.error());
   std::cout << "conformance: " << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
   return failed == 0 ? kExitOk : kExitUserError;
 }

@@ -59,7 +59,8 @@ class Progress {
       if (elapsed - last_ < 0.2 && done < total_) return;
       const int width = 30;
       const int filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
-      std::fprintf(stderr, "\reval [%s%s] %lld/%lld samples, %.0f s", std::string(static_cast<size_t>(filled), '#').c_str(),
+      std::fprintf(stderr, "\reval [%s%s] %lld/%lld samples, %.0f s",
+                   std::string(static_cast<size_t>(filled), '#').c_str(),
                    std::string(static_cast<size_t>(width - filled), ' ').c_str(), static_cast<long long>(done),
                    static_cast<long long>(total_), elapsed);
       std::fflush(stderr);
@@ -144,8 +145,10 @@ int RunEval(const EvalArgs& a) {
                             " inputs, the model has " + std::to_string(inputs.size())));
     bool same_names = true;
     for (const auto& in : inputs)
-      same_names &= std::any_of(ref_inputs.begin(), ref_inputs.end(), [&](const ir::ValueInfo& r) { return r.name == in.name; });
-    for (size_t i = 0; i < inputs.size(); ++i) to_ref[inputs[i].name] = same_names ? inputs[i].name : ref_inputs[i].name;
+      same_names &=
+          std::any_of(ref_inputs.begin(), ref_inputs.end(), [&](const ir::ValueInfo& r) { return r.name == in.name; });
+    for (size_t i = 0; i < inputs.size(); ++i)
+      to_ref[inputs[i].name] = same_names ? inputs[i].name : ref_inputs[i].name;
   }
 
   seqto::AccuracyAccumulator accuracy;
@@ -183,7 +186,8 @@ int RunEval(const EvalArgs& a) {
       runtime::TensorMap ref_feeds;
       for (const auto& [name, t] : batch.feeds) ref_feeds[to_ref[name]] = t;
       auto ref_out = reference->Run(ref_feeds);
-      if (!ref_out) return progress.Finish(), fail(std::move(ref_out).WithContext("--reference " + a.reference).error());
+      if (!ref_out)
+        return progress.Finish(), fail(std::move(ref_out).WithContext("--reference " + a.reference).error());
       auto ref_scores = Scores(*ref_out, *reference, batch.size(), a.reference);
       if (!ref_scores) return progress.Finish(), fail(std::move(ref_scores).WithContext("--reference").error());
       if (Status s = agreement.Add(*ref_scores, *scores); !s.ok())
@@ -215,13 +219,14 @@ int RunEval(const EvalArgs& a) {
   std::printf("data       %s%s\n", ds->description().c_str(),
               ds->has_labels() ? (", labels from " + ds->labels_source()).c_str() : ", no labels");
   std::printf("samples    %lld of %lld (seed %llu), batch %lld\n", static_cast<long long>(n),
-              static_cast<long long>(ds->size()), static_cast<unsigned long long>(a.seed), static_cast<long long>(a.batch));
+              static_cast<long long>(ds->size()), static_cast<unsigned long long>(a.seed),
+              static_cast<long long>(a.batch));
   if (ds->has_labels()) {
     auto acc = accuracy.Result();
     if (!acc) return fail(acc.error());
     j["accuracy"] = {{"top1", acc->top1}, {"top5", acc->top5}, {"classes", acc->classes}};
-    std::printf("accuracy   top-1 %.2f%%  top-%d %.2f%%\n", acc->top1, static_cast<int>(std::min<int64_t>(5, acc->classes)),
-                acc->top5);
+    std::printf("accuracy   top-1 %.2f%%  top-%d %.2f%%\n", acc->top1,
+                static_cast<int>(std::min<int64_t>(5, acc->classes)), acc->top5);
   }
   if (reference) {
     auto ag = agreement.Result();
@@ -233,10 +238,11 @@ int RunEval(const EvalArgs& a) {
                       {"kendall_tau", ag->kendall_tau},
                       {"sqnr_db", ag->sqnr_db},
                       {"kl_divergence", ag->kl_divergence}};
-    std::printf("agreement  with %s: top-1 %.2f%% (%.2f%% differ)  top-5 overlap %.4f  kendall tau %.4f  "
-                "sqnr %.2f dB  kl %.3g\n",
-                a.reference.c_str(), 100.0 - ag->top1_disagreement, ag->top1_disagreement, ag->top5_overlap,
-                ag->kendall_tau, ag->sqnr_db, ag->kl_divergence);
+    std::printf(
+        "agreement  with %s: top-1 %.2f%% (%.2f%% differ)  top-5 overlap %.4f  kendall tau %.4f  "
+        "sqnr %.2f dB  kl %.3g\n",
+        a.reference.c_str(), 100.0 - ag->top1_disagreement, ag->top1_disagreement, ag->top5_overlap, ag->kendall_tau,
+        ag->sqnr_db, ag->kl_divergence);
   }
   j["latency_ms"] = {{"mean", lat.mean}, {"p50", lat.p50},       {"p95", lat.p95},  {"min", lat.min},
                      {"max", lat.max},   {"stddev", lat.stddev}, {"runs", lat.runs}};
@@ -247,10 +253,12 @@ int RunEval(const EvalArgs& a) {
   j["wall_s"] = wall;
   if (!a.predictions.empty()) {
     const Tensor t = Tensor::FromVector<int64_t>({n}, predictions);
-    if (Status s = WriteNpy(a.predictions, t); !s.ok()) return fail(std::move(s).WithContext("--save-predictions").error());
+    if (Status s = WriteNpy(a.predictions, t); !s.ok())
+      return fail(std::move(s).WithContext("--save-predictions").error());
   }
   if (!a.json.empty())
-    if (Status s = WriteTextFile(a.json, j.dump(2) + "\n"); !s.ok()) return fail(std::move(s).WithContext("--json").error());
+    if (Status s = WriteTextFile(a.json, j.dump(2) + "\n"); !s.ok())
+      return fail(std::move(s).WithContext("--json").error());
   return kExitOk;
 }
 

@@ -24,8 +24,10 @@ nlohmann::json ValueJson(const ir::ValueInfo& v) {
   if (v.shape) {
     nlohmann::json dims = nlohmann::json::array();
     for (const auto& d : *v.shape) {
-      if (d.known()) dims.push_back(d.value);
-      else dims.push_back(d.param.empty() ? nlohmann::json("?") : nlohmann::json(d.param));
+      if (d.known())
+        dims.push_back(d.value);
+      else
+        dims.push_back(d.param.empty() ? nlohmann::json("?") : nlohmann::json(d.param));
     }
     j["shape"] = dims;
   } else {

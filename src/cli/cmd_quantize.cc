@@ -41,7 +41,6 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-
 json OptionsJson(const quant::QuantOptions& o) {
   json j;
   j["mode"] = o.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
@@ -203,7 +202,8 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
     spec.exclude = o.nodes_to_exclude;
     auto filter = quant::NodeFilter::ForGraph(prepared->graph, spec, quant::QuantPlan::SupportedOpTypes(o.mode));
     for (const auto& n : prepared->graph.nodes) {
-      if (quantized.count(n.name)) j["quantized_nodes"].push_back(n.name);
+      if (quantized.count(n.name))
+        j["quantized_nodes"].push_back(n.name);
       else if (filter && filter->SelectsOpType(n.op_type) && !filter->SelectsName(n.name))
         j["excluded_nodes"].push_back(n.name);
     }
@@ -225,11 +225,13 @@ void AddQuantizeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--calib-data", a->calib_data,
                   "Calibration data: .npy (N x input shape, float32 or uint8), image folder, ONNX test data sets or "
                   "MNIST idx file");
-  cmd->add_option("--preprocess", a->preprocess, "Preprocessing of image data (resize=..,crop=..,scale=..,mean=..,std=..)");
+  cmd->add_option("--preprocess", a->preprocess,
+                  "Preprocessing of image data (resize=..,crop=..,scale=..,mean=..,std=..)");
   cmd->add_option("--calib-samples", a->calib_samples, "Calibrate on a seeded subset of N samples (default: all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--seed", a->seed, "Seed of the calibration subset");
-  cmd->add_option("--batch", a->batch, "Calibration batch size (default 16)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--batch", a->batch, "Calibration batch size (default 16)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   AddQuantFlags(*cmd, a->q);
   cmd->add_option("--json", a->json, "Also write the quantization groups and settings as JSON to this file");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 16));

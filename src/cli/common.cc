@@ -1,10 +1,10 @@
 #include "cli/common.h"
 
-#include "core/file_util.h"
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+
+#include "core/file_util.h"
 
 namespace seqto::cli {
 

@@ -11,7 +11,8 @@ namespace seqto::cli {
 void AddQuantFlags(CLI::App& cmd, QuantFlags& f) {
   cmd.add_option("--mode", f.mode, "static (QDQ, calibrated) or dynamic (weights only; default static)")
       ->check(CLI::IsMember({"static", "dynamic"}));
-  cmd.add_option("--calibration", f.calibration, "Calibration method: minmax (default), entropy, percentile, distribution, mse");
+  cmd.add_option("--calibration", f.calibration,
+                 "Calibration method: minmax (default), entropy, percentile, distribution, mse");
   cmd.add_flag("--per-channel", f.per_channel, "Per-channel weights (output-channel axis)");
   cmd.add_flag("--reduce-range", f.reduce_range, "7-bit weights (ORT's reduce_range)");
   cmd.add_flag("--power-of-two", f.power_of_two, "Power-of-two scales (int8/int16 only)");

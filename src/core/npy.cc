@@ -13,19 +13,32 @@ namespace {
 
 const char* NpyDescr(DType t) {
   switch (t) {
-    case DType::kFloat32: return "<f4";
-    case DType::kFloat64: return "<f8";
-    case DType::kFloat16: return "<f2";
-    case DType::kUInt8: return "|u1";
-    case DType::kInt8: return "|i1";
-    case DType::kUInt16: return "<u2";
-    case DType::kInt16: return "<i2";
-    case DType::kInt32: return "<i4";
-    case DType::kInt64: return "<i8";
-    case DType::kUInt32: return "<u4";
-    case DType::kUInt64: return "<u8";
-    case DType::kBool: return "|b1";
-    default: return nullptr;
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kFloat64:
+      return "<f8";
+    case DType::kFloat16:
+      return "<f2";
+    case DType::kUInt8:
+      return "|u1";
+    case DType::kInt8:
+      return "|i1";
+    case DType::kUInt16:
+      return "<u2";
+    case DType::kInt16:
+      return "<i2";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kUInt32:
+      return "<u4";
+    case DType::kUInt64:
+      return "<u8";
+    case DType::kBool:
+      return "|b1";
+    default:
+      return nullptr;
   }
 }
 
@@ -91,8 +104,7 @@ Expected<Tensor> ReadNpy(const std::string& path) {
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return UserError(path + ": truncated header");
   const DType dtype = DTypeFromDescr(HeaderField(header, "descr"));
-  if (dtype == DType::kUndefined)
-    return UserError(path + ": unsupported dtype '" + HeaderField(header, "descr") + "'");
+  if (dtype == DType::kUndefined) return UserError(path + ": unsupported dtype '" + HeaderField(header, "descr") + "'");
   if (HeaderField(header, "fortran_order") != "False")
     return UserError(path + ": Fortran-order arrays are not supported");
   const std::string shape_text = HeaderField(header, "shape");
@@ -118,9 +130,9 @@ Expected<Tensor> ReadNpy(const std::string& path) {
   const uint64_t available = file_size - data_start;
   const std::string describe = DTypeName(dtype) + "[" + ShapeToString(shape) + "]";
   if (overflow || nbytes > available)
-    return UserError(path + ": truncated data: " + describe + " needs " + (overflow ? "too many" : std::to_string(nbytes)) +
-                     " bytes from byte " + std::to_string(data_start) + ", but the file ends at byte " +
-                     std::to_string(file_size));
+    return UserError(path + ": truncated data: " + describe + " needs " +
+                     (overflow ? "too many" : std::to_string(nbytes)) + " bytes from byte " +
+                     std::to_string(data_start) + ", but the file ends at byte " + std::to_string(file_size));
   if (nbytes < available)
     return UserError(path + ": " + std::to_string(available - nbytes) + " unexpected bytes after the data of " +
                      describe + " (which ends at byte " + std::to_string(data_start + nbytes) + ")");

@@ -17,7 +17,8 @@ Expected<std::shared_ptr<Dataset>> OpenNpyDataset(const std::string& path, const
 Expected<std::shared_ptr<Dataset>> OpenImageFolder(const std::string& path, const PreprocessSpec& spec);
 // An MNIST idx data file; its labels file next to it (X-images-idx3-... ->
 // X-labels-idx1-...) is used when it exists and `find_labels` is set.
-Expected<std::shared_ptr<Dataset>> OpenIdxDataset(const std::string& path, const PreprocessSpec& spec, bool find_labels);
+Expected<std::shared_ptr<Dataset>> OpenIdxDataset(const std::string& path, const PreprocessSpec& spec,
+                                                  bool find_labels);
 // A test_data_set_* folder, or a folder holding several.
 Expected<std::shared_ptr<Dataset>> OpenOnnxTestSets(const std::string& path, const PreprocessSpec& spec);
 

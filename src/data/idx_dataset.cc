@@ -21,13 +21,20 @@ constexpr uint64_t kMaxIdxBytes = uint64_t{16} << 30;
 
 DType IdxType(unsigned char code) {
   switch (code) {
-    case 0x08: return DType::kUInt8;
-    case 0x09: return DType::kInt8;
-    case 0x0B: return DType::kInt16;
-    case 0x0C: return DType::kInt32;
-    case 0x0D: return DType::kFloat32;
-    case 0x0E: return DType::kFloat64;
-    default: return DType::kUndefined;
+    case 0x08:
+      return DType::kUInt8;
+    case 0x09:
+      return DType::kInt8;
+    case 0x0B:
+      return DType::kInt16;
+    case 0x0C:
+      return DType::kInt32;
+    case 0x0D:
+      return DType::kFloat32;
+    case 0x0E:
+      return DType::kFloat64;
+    default:
+      return DType::kUndefined;
   }
 }
 
@@ -64,7 +71,8 @@ class GzFile {
 
 class IdxDataset : public Dataset {
  public:
-  IdxDataset(std::string path, Tensor data, PreprocessSpec spec) : path_(std::move(path)), data_(std::move(data)), spec_(std::move(spec)) {}
+  IdxDataset(std::string path, Tensor data, PreprocessSpec spec)
+      : path_(std::move(path)), data_(std::move(data)), spec_(std::move(spec)) {}
 
   int64_t size() const override { return data_.dim(0); }
   Expected<std::vector<Tensor>> Get(int64_t index) const override {
@@ -72,7 +80,7 @@ class IdxDataset : public Dataset {
     // An image set (N x H x W) gets a channel axis where a layout was asked for.
     if (data_.rank() == 3 && spec_.has("layout"))
       row = row.Reshaped(spec_.layout == Layout::kNchw ? Shape{1, data_.dim(1), data_.dim(2)}
-                                                         : Shape{data_.dim(1), data_.dim(2), 1});
+                                                       : Shape{data_.dim(1), data_.dim(2), 1});
     auto out = PreprocessTensor(row, spec_, spec_.layout == Layout::kNhwc ? row.rank() - 1 : 0);
     if (!out) return std::move(out).WithContext(SampleName(index)).error();
     return std::vector<Tensor>{std::move(*out)};
@@ -81,6 +89,7 @@ class IdxDataset : public Dataset {
   std::string description() const override {
     return "idx file '" + path_ + "' (" + DTypeName(data_.dtype()) + "[" + ShapeToString(data_.shape()) + "])";
   }
+
  private:
   std::string path_;
   Tensor data_;
@@ -160,7 +169,8 @@ Expected<Tensor> ReadIdx(const std::string& path) {
     overflow |= __builtin_mul_overflow(nbytes, static_cast<uint64_t>(v), &nbytes);
   }
   const std::string describe = DTypeName(dtype) + "[" + ShapeToString(shape) + "]";
-  if (overflow || nbytes > kMaxIdxBytes) return UserError(path + ": idx header declares " + describe + ", which is too large");
+  if (overflow || nbytes > kMaxIdxBytes)
+    return UserError(path + ": idx header declares " + describe + ", which is too large");
   const uint64_t data_start = 4 + 4 * static_cast<uint64_t>(ndim);
   // Before allocating: the header may lie. Deflate compresses at most about 1032:1,
   // so a gzipped file cannot hold more than that many times its size.
@@ -169,15 +179,17 @@ Expected<Tensor> ReadIdx(const std::string& path) {
   const uint64_t most = gzipped ? static_cast<uint64_t>(file_size) * 1032 + 4096
                                 : (file_size > data_start ? static_cast<uint64_t>(file_size) - data_start : 0);
   if (nbytes > most)
-    return UserError(path + ": truncated: " + describe + " needs " + std::to_string(nbytes) + " bytes of data from byte " +
-                     std::to_string(data_start) + (gzipped ? " (decompressed), more than the file can hold"
-                                                           : ", but the file ends at byte " + std::to_string(file_size)));
+    return UserError(path + ": truncated: " + describe + " needs " + std::to_string(nbytes) +
+                     " bytes of data from byte " + std::to_string(data_start) +
+                     (gzipped ? " (decompressed), more than the file can hold"
+                              : ", but the file ends at byte " + std::to_string(file_size)));
   Tensor t(dtype, shape, std::make_shared<Storage>(std::max<uint64_t>(nbytes, 1)));
   const int64_t read = f.Read(t.raw(), nbytes);
   if (read < 0) return UserError(path + ": " + f.ErrorText());
   if (static_cast<uint64_t>(read) < nbytes)
-    return UserError(path + ": truncated: " + describe + " needs " + std::to_string(nbytes) + " bytes of data from byte " +
-                     std::to_string(data_start) + " (decompressed), but the data ends after " + std::to_string(read));
+    return UserError(path + ": truncated: " + describe + " needs " + std::to_string(nbytes) +
+                     " bytes of data from byte " + std::to_string(data_start) +
+                     " (decompressed), but the data ends after " + std::to_string(read));
   char extra;
   if (f.Read(&extra, 1) != 0) return UserError(path + ": unexpected bytes after the data of " + describe);
   // Big-endian to host order.
@@ -198,10 +210,12 @@ Tensor SliceRow(const Tensor& t, int64_t index) {
   return row;
 }
 
-Expected<std::shared_ptr<Dataset>> OpenIdxDataset(const std::string& path, const PreprocessSpec& spec, bool find_labels) {
+Expected<std::shared_ptr<Dataset>> OpenIdxDataset(const std::string& path, const PreprocessSpec& spec,
+                                                  bool find_labels) {
   SEQTO_ASSIGN_OR_RETURN(Tensor data, ReadIdx(path));
   if (data.rank() < 2)
-    return UserError(path + ": a 1-D idx file holds labels, not samples (give the images file as data and this one as --labels)");
+    return UserError(
+        path + ": a 1-D idx file holds labels, not samples (give the images file as data and this one as --labels)");
   if (data.dim(0) == 0) return UserError(path + ": the idx file holds no samples");
   SEQTO_RETURN_IF_ERROR(CheckKeysAllowed(spec, {"scale", "mean", "std", "color", "layout"}, path + " is an idx file"));
   if (spec.has("color") && (spec.color == ColorMode::kRgb || spec.color == ColorMode::kBgr))

@@ -40,12 +40,14 @@ Image GrayToRgb(const Image& gray) {
   c.height = gray.height;
   c.channels = 3;
   c.pixels.resize(gray.pixels.size() * 3);
-  for (size_t i = 0; i < gray.pixels.size(); ++i) c.pixels[3 * i] = c.pixels[3 * i + 1] = c.pixels[3 * i + 2] = gray.pixels[i];
+  for (size_t i = 0; i < gray.pixels.size(); ++i)
+    c.pixels[3 * i] = c.pixels[3 * i + 1] = c.pixels[3 * i + 2] = gray.pixels[i];
   return c;
 }
 
 std::string SizeCheck(int64_t width, int64_t height) {
-  if (width <= 0 || height <= 0) return "image has no pixels (" + std::to_string(width) + "x" + std::to_string(height) + ")";
+  if (width <= 0 || height <= 0)
+    return "image has no pixels (" + std::to_string(width) + "x" + std::to_string(height) + ")";
   if (width > kMaxImageSide || height > kMaxImageSide || width * height > kMaxImagePixels)
     return "image too large (" + std::to_string(width) + "x" + std::to_string(height) + ", at most " +
            std::to_string(kMaxImageSide) + " per side and " + std::to_string(kMaxImagePixels >> 20) + " Mpixels)";
@@ -212,10 +214,13 @@ bool LooksLikeImage(const std::string& bytes) { return IsPng(bytes) || IsJpeg(by
 
 int ChannelsFor(ColorMode color) {
   switch (color) {
-    case ColorMode::kGray: return 1;
+    case ColorMode::kGray:
+      return 1;
     case ColorMode::kRgb:
-    case ColorMode::kBgr: return 3;
-    default: return 0;
+    case ColorMode::kBgr:
+      return 3;
+    default:
+      return 0;
   }
 }
 
@@ -244,7 +249,8 @@ Expected<Image> ReadImageFile(const std::string& path, int channels) {
   if (!std::filesystem::is_regular_file(status)) return UserError(path + ": not a regular file");
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return UserError(path + ": " + ec.message());
-  if (size > (uintmax_t{1} << 31)) return UserError(path + ": image file too large (" + std::to_string(size) + " bytes)");
+  if (size > (uintmax_t{1} << 31))
+    return UserError(path + ": image file too large (" + std::to_string(size) + " bytes)");
   std::ifstream in(path, std::ios::binary);
   if (!in) return UserError(path + ": cannot open file");
   std::string bytes(size, '\0');

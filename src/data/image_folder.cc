@@ -50,7 +50,8 @@ Expected<std::vector<std::string>> ListImages(const fs::path& dir) {
 std::optional<int64_t> FolderNumber(const std::string& name) {
   int64_t v = 0;
   const auto r = std::from_chars(name.data(), name.data() + name.size(), v);
-  if (name.empty() || name.size() > 9 || r.ec != std::errc() || r.ptr != name.data() + name.size() || v < 0) return std::nullopt;
+  if (name.empty() || name.size() > 9 || r.ec != std::errc() || r.ptr != name.data() + name.size() || v < 0)
+    return std::nullopt;
   return v;
 }
 
@@ -99,8 +100,10 @@ Expected<std::shared_ptr<Dataset>> OpenImageFolder(const std::string& path, cons
   for (; it != end; it.increment(ec)) {
     if (ec) return UserError(path + ": cannot list folder: " + ec.message());
     if (Hidden(it->path())) continue;
-    if (it->is_directory(ec)) subdirs.push_back(it->path());
-    else if (it->is_regular_file(ec) && IsImageName(it->path())) loose.push_back(it->path());
+    if (it->is_directory(ec))
+      subdirs.push_back(it->path());
+    else if (it->is_regular_file(ec) && IsImageName(it->path()))
+      loose.push_back(it->path());
   }
   std::sort(subdirs.begin(), subdirs.end());
   std::sort(loose.begin(), loose.end());

@@ -23,8 +23,8 @@ TargetInput TargetFor(const ir::ValueInfo& input);
 std::vector<TargetInput> TargetsFor(const std::vector<ir::ValueInfo>& inputs);
 
 struct FeedOptions {
-  DataOptions data;       // labels and preprocessing (input_shape is filled in from the model)
-  int64_t samples = 0;    // seeded subset of this many samples; 0 (or >= the data size): all
+  DataOptions data;     // labels and preprocessing (input_shape is filled in from the model)
+  int64_t samples = 0;  // seeded subset of this many samples; 0 (or >= the data size): all
   uint64_t seed = 0;
   int64_t batch = 32;
 };

@@ -81,7 +81,8 @@ class OnnxTestSets : public Dataset {
 
  private:
   std::pair<size_t, int64_t> Locate(int64_t index) const {
-    const size_t set = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin() - 1);
+    const size_t set =
+        static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin() - 1);
     return {set, index - starts_[set]};
   }
 
@@ -99,8 +100,10 @@ Expected<std::shared_ptr<Dataset>> OpenOnnxTestSets(const std::string& path, con
   SEQTO_RETURN_IF_ERROR(CheckKeysAllowed(spec, {"scale", "mean", "std", "layout"}, path + " is ONNX test data"));
   std::vector<fs::path> set_dirs;
   std::error_code ec;
-  if (fs::is_regular_file(fs::path(path) / "input_0.pb", ec)) set_dirs.push_back(path);
-  else set_dirs = Numbered(path, "test_data_set_", "", /*dirs=*/true);
+  if (fs::is_regular_file(fs::path(path) / "input_0.pb", ec))
+    set_dirs.push_back(path);
+  else
+    set_dirs = Numbered(path, "test_data_set_", "", /*dirs=*/true);
   if (set_dirs.empty()) return UserError(path + ": no input_0.pb and no test_data_set_* folders");
   std::vector<OnnxTestSets::Set> sets;
   std::vector<std::string> names;
@@ -119,13 +122,15 @@ Expected<std::shared_ptr<Dataset>> OpenOnnxTestSets(const std::string& path, con
       if (t.rank() == 0)
         return UserError(files[i].string() + ": a scalar input has no batch dimension to split into samples");
       if (!set.inputs.empty() && t.dim(0) != set.samples)
-        return UserError(files[i].string() + ": first dimension " + std::to_string(t.dim(0)) + " differs from input_0's " +
-                         std::to_string(set.samples) + " (the first dimension is read as the batch)");
+        return UserError(files[i].string() + ": first dimension " + std::to_string(t.dim(0)) +
+                         " differs from input_0's " + std::to_string(set.samples) +
+                         " (the first dimension is read as the batch)");
       set.samples = t.dim(0);
       set_names.push_back(named.first);
       set.inputs.push_back(t);
     }
-    if (sets.empty()) names = set_names;
+    if (sets.empty())
+      names = set_names;
     else if (set_names != names)
       return UserError(dir.string() + ": its inputs differ from those of " + sets[0].dir + " (names or count)");
     sets.push_back(std::move(set));

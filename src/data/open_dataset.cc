@@ -60,7 +60,8 @@ Expected<std::vector<int64_t>> ReadLabelsFile(const std::string& path) {
   } else if (internal::IsIdxHeader(head)) {
     SEQTO_ASSIGN_OR_RETURN(t, internal::ReadIdx(path));
   } else {
-    return UserError(path + (head.empty() ? ": empty file (labels)" : ": not a labels file (expected .npy or MNIST idx)"));
+    return UserError(path +
+                     (head.empty() ? ": empty file (labels)" : ": not a labels file (expected .npy or MNIST idx)"));
   }
   const DType d = t.dtype();
   const bool integer = d == DType::kUInt8 || d == DType::kInt8 || d == DType::kUInt16 || d == DType::kInt16 ||
@@ -116,8 +117,9 @@ Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const Da
     } else if (internal::IsIdxHeader(head)) {
       ds = internal::OpenIdxDataset(path, spec, /*find_labels=*/options.labels_path.empty());
     } else {
-      return UserError(path + ": unknown data format (expected a .npy file, an MNIST idx file, a PNG/JPEG image, "
-                              "an image folder or an ONNX test_data_set folder)");
+      return UserError(path +
+                       ": unknown data format (expected a .npy file, an MNIST idx file, a PNG/JPEG image, "
+                       "an image folder or an ONNX test_data_set folder)");
     }
   } else {
     return UserError(path + ": not a regular file or directory");
@@ -126,8 +128,8 @@ Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const Da
   if (!options.labels_path.empty()) {
     SEQTO_ASSIGN_OR_RETURN(auto labels, ReadLabelsFile(options.labels_path));
     if (static_cast<int64_t>(labels.size()) != (*ds)->size())
-      return UserError(options.labels_path + ": has " + std::to_string(labels.size()) + " labels, but the data (" + path +
-                       ") has " + std::to_string((*ds)->size()) + " samples");
+      return UserError(options.labels_path + ": has " + std::to_string(labels.size()) + " labels, but the data (" +
+                       path + ") has " + std::to_string((*ds)->size()) + " samples");
     (*ds)->SetLabels(std::move(labels), options.labels_path);
   }
   return ds;

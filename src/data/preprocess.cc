@@ -53,8 +53,8 @@ Expected<int64_t> ParseExtent(const std::string& key, const std::string& text) {
   int64_t v = 0;
   const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size() || v <= 0 || v > kMaxExtent)
-    return UserError(KeyError(key, "'" + text + "' is not a size (expected an integer from 1 to " +
-                                       std::to_string(kMaxExtent) + ")"));
+    return UserError(KeyError(
+        key, "'" + text + "' is not a size (expected an integer from 1 to " + std::to_string(kMaxExtent) + ")"));
   return v;
 }
 
@@ -101,8 +101,10 @@ Status SetKey(PreprocessSpec& spec, const std::string& key, const std::string& r
   if (key == "resize") {
     int64_t a = 0, b = 0;
     SEQTO_RETURN_IF_ERROR(ParseSize(key, value, a, b));
-    if (b == 0) spec.resize_short = a;
-    else spec.resize_h = a, spec.resize_w = b;
+    if (b == 0)
+      spec.resize_short = a;
+    else
+      spec.resize_h = a, spec.resize_w = b;
   } else if (key == "crop") {
     int64_t a = 0, b = 0;
     SEQTO_RETURN_IF_ERROR(ParseSize(key, value, a, b));
@@ -117,15 +119,23 @@ Status SetKey(PreprocessSpec& spec, const std::string& key, const std::string& r
     for (double s : spec.std)
       if (s == 0) return UserError(KeyError(key, "0 is not allowed (it divides)"));
   } else if (key == "color") {
-    if (value == "rgb") spec.color = ColorMode::kRgb;
-    else if (value == "bgr") spec.color = ColorMode::kBgr;
-    else if (value == "gray" || value == "grey") spec.color = ColorMode::kGray;
-    else if (value == "auto") spec.color = ColorMode::kAuto;
-    else return UserError(KeyError(key, "'" + value + "' is not one of rgb, bgr, gray"));
+    if (value == "rgb")
+      spec.color = ColorMode::kRgb;
+    else if (value == "bgr")
+      spec.color = ColorMode::kBgr;
+    else if (value == "gray" || value == "grey")
+      spec.color = ColorMode::kGray;
+    else if (value == "auto")
+      spec.color = ColorMode::kAuto;
+    else
+      return UserError(KeyError(key, "'" + value + "' is not one of rgb, bgr, gray"));
   } else if (key == "layout") {
-    if (value == "nchw") spec.layout = Layout::kNchw;
-    else if (value == "nhwc") spec.layout = Layout::kNhwc;
-    else return UserError(KeyError(key, "'" + value + "' is not one of nchw, nhwc"));
+    if (value == "nchw")
+      spec.layout = Layout::kNchw;
+    else if (value == "nhwc")
+      spec.layout = Layout::kNhwc;
+    else
+      return UserError(KeyError(key, "'" + value + "' is not one of nchw, nhwc"));
   }
   spec.keys.push_back(key);
   return Status::Ok();
@@ -228,10 +238,14 @@ Expected<std::vector<double>> PerChannel(const std::vector<double>& v, int64_t c
 
 std::string ColorModeName(ColorMode c) {
   switch (c) {
-    case ColorMode::kRgb: return "rgb";
-    case ColorMode::kBgr: return "bgr";
-    case ColorMode::kGray: return "gray";
-    default: return "auto";
+    case ColorMode::kRgb:
+      return "rgb";
+    case ColorMode::kBgr:
+      return "bgr";
+    case ColorMode::kGray:
+      return "gray";
+    default:
+      return "auto";
   }
 }
 
@@ -242,7 +256,9 @@ const std::vector<std::string>& PreprocessKeys() {
   return kKeys;
 }
 
-bool PreprocessSpec::has(const std::string& key) const { return std::find(keys.begin(), keys.end(), key) != keys.end(); }
+bool PreprocessSpec::has(const std::string& key) const {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
 
 std::string PreprocessSpec::ToString() const {
   std::string s;
@@ -305,17 +321,22 @@ Expected<PreprocessSpec> ParsePreprocessJson(const nlohmann::json& object) {
     const std::string sep = (key == "resize" || key == "crop") ? "x" : ":";
     std::string text;
     auto scalar = [&](const nlohmann::json& v, std::string& out) -> bool {
-      if (v.is_string()) out = v.get<std::string>();
-      else if (v.is_number_integer()) out = std::to_string(v.get<int64_t>());
-      else if (v.is_number()) out = NumberText(v.get<double>());
-      else return false;
+      if (v.is_string())
+        out = v.get<std::string>();
+      else if (v.is_number_integer())
+        out = std::to_string(v.get<int64_t>());
+      else if (v.is_number())
+        out = NumberText(v.get<double>());
+      else
+        return false;
       return true;
     };
     if (value.is_array()) {
       if (value.empty()) return UserError(KeyError(key, "empty list"));
       for (const auto& v : value) {
         std::string item;
-        if (!v.is_number() || !scalar(v, item)) return UserError(KeyError(key, value.dump() + " is not a list of numbers"));
+        if (!v.is_number() || !scalar(v, item))
+          return UserError(KeyError(key, value.dump() + " is not a list of numbers"));
         text += (text.empty() ? "" : sep) + item;
       }
     } else if (!scalar(value, text)) {
@@ -393,10 +414,12 @@ Expected<Tensor> PreprocessImage(const Image& image, const PreprocessSpec& spec)
     for (int64_t x = 0; x < ow; ++x) {
       const uint8_t* p = &src.pixels[static_cast<size_t>(((y + top) * w + (x + left)) * ch)];
       for (int64_t c = 0; c < ch; ++c) {
-        const int64_t sc = bgr ? 2 - c : c;  // output channel c reads source channel sc
+        const int64_t sc = bgr ? 2 - c : c;                         // output channel c reads source channel sc
         const float v = lut[static_cast<size_t>(c * 256 + p[sc])];  // mean/std are in output order
-        if (nhwc) o[(y * ow + x) * ch + c] = v;
-        else o[(c * oh + y) * ow + x] = v;
+        if (nhwc)
+          o[(y * ow + x) * ch + c] = v;
+        else
+          o[(c * oh + y) * ow + x] = v;
       }
     }
   return out;

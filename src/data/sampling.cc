@@ -107,7 +107,8 @@ Expected<std::unique_ptr<BatchIterator>> BatchIterator::Create(std::shared_ptr<c
   const std::vector<std::string> names = dataset->input_names();
   const bool named = !names.empty() && !names[0].empty();
   if (targets.empty()) {
-    for (size_t i = 0; i < names.size(); ++i) it->feed_names_.push_back(named ? names[i] : "input_" + std::to_string(i));
+    for (size_t i = 0; i < names.size(); ++i)
+      it->feed_names_.push_back(named ? names[i] : "input_" + std::to_string(i));
     it->targets_.resize(names.size());
   } else if (named) {
     std::vector<std::string> target_names;
@@ -115,7 +116,8 @@ Expected<std::unique_ptr<BatchIterator>> BatchIterator::Create(std::shared_ptr<c
     for (const auto& n : names) {
       auto t = std::find_if(targets.begin(), targets.end(), [&](const TargetInput& x) { return x.name == n; });
       if (t == targets.end())
-        return UserError("the data has input '" + n + "', which the model does not have (its inputs: " + Join(target_names) + ")");
+        return UserError("the data has input '" + n +
+                         "', which the model does not have (its inputs: " + Join(target_names) + ")");
       it->targets_.push_back(*t);
       it->feed_names_.push_back(n);
     }
@@ -160,7 +162,8 @@ Expected<std::vector<Tensor>> BatchIterator::Load(int64_t index) const {
       return UserError("model input '" + target.name + "' is a scalar, which cannot take a batch of samples");
     }
     if (target.dtype != DType::kUndefined && target.dtype != t.dtype()) {
-      const bool convertible = target.dtype == DType::kFloat32 && IsSupportedDType(t.dtype()) && t.dtype() != DType::kBool;
+      const bool convertible =
+          target.dtype == DType::kFloat32 && IsSupportedDType(t.dtype()) && t.dtype() != DType::kBool;
       if (!convertible)
         return UserError(dataset_->SampleName(index) + ": the data is " + DTypeName(t.dtype()) + ", but model input '" +
                          target.name + "' is " + DTypeName(target.dtype));
@@ -196,12 +199,13 @@ Expected<bool> BatchIterator::Next(Batch& batch) {
     const Tensor& f = first[in];
     Shape shape = f.shape();
     shape.insert(shape.begin(), n);
-    Tensor stacked(f.dtype(), shape, std::make_shared<Storage>(std::max<size_t>(f.nbytes() * static_cast<size_t>(n), 1)));
+    Tensor stacked(f.dtype(), shape,
+                   std::make_shared<Storage>(std::max<size_t>(f.nbytes() * static_cast<size_t>(n), 1)));
     for (int64_t i = 0; i < n; ++i) {
       const Tensor& t = loaded[static_cast<size_t>(i)]->value()[in];
       if (t.shape() != f.shape() || t.dtype() != f.dtype())
-        return UserError(dataset_->SampleName(indices_[static_cast<size_t>(begin + i)]) + ": sample " +
-                         t.Describe() + " differs from " + f.Describe() + " of " +
+        return UserError(dataset_->SampleName(indices_[static_cast<size_t>(begin + i)]) + ": sample " + t.Describe() +
+                         " differs from " + f.Describe() + " of " +
                          dataset_->SampleName(indices_[static_cast<size_t>(begin)]) +
                          " in the same batch (images of different sizes need --preprocess resize=...,crop=...)");
       if (f.nbytes())

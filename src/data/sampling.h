@@ -42,9 +42,9 @@ struct TargetInput {
 };
 
 struct Batch {
-  std::vector<int64_t> indices;          // dataset indices of the rows
-  std::map<std::string, Tensor> feeds;   // [B, ...] by input name
-  std::vector<int64_t> labels;           // per row; empty when the data has none
+  std::vector<int64_t> indices;         // dataset indices of the rows
+  std::map<std::string, Tensor> feeds;  // [B, ...] by input name
+  std::vector<int64_t> labels;          // per row; empty when the data has none
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
 };
 

@@ -36,7 +36,8 @@ Expected<runtime::Session*> EngineRunner::SessionFor(const std::string& model_pa
 
 Expected<runtime::TensorMap> EngineRunner::Run(const std::string& model_path,
                                                const std::vector<runtime::TensorMap>& batches) {
-  if (Status s = CheckBatches(batches); !s.ok()) return std::move(s).WithContext("engine runner: " + model_path).error();
+  if (Status s = CheckBatches(batches); !s.ok())
+    return std::move(s).WithContext("engine runner: " + model_path).error();
   std::lock_guard<std::mutex> lock(mutex_);
   auto session = SessionFor(model_path);
   if (!session) return std::move(session).WithContext("engine runner").error();

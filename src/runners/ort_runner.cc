@@ -48,8 +48,8 @@ std::vector<fs::path> OrtDirCandidates() {
 Status CheckInstalled(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir / "node_modules" / "onnxruntime-node" / "package.json", ec))
-    return UserError("onnxruntime-node is not installed in " + dir.string() + " (no node_modules/onnxruntime-node): " +
-                     "install it with: " + kNpmInstall + dir.string());
+    return UserError("onnxruntime-node is not installed in " + dir.string() +
+                     " (no node_modules/onnxruntime-node): " + "install it with: " + kNpmInstall + dir.string());
   return Status::Ok();
 }
 
@@ -74,8 +74,10 @@ class TempDir {
     fs::path base = fs::temp_directory_path(ec);
     if (ec) base = "/tmp";
     std::string tmpl = (base / "seqto-ort-XXXXXX").string();
-    if (::mkdtemp(tmpl.data())) path_ = tmpl;
-    else error_ = std::strerror(errno);
+    if (::mkdtemp(tmpl.data()))
+      path_ = tmpl;
+    else
+      error_ = std::strerror(errno);
   }
   ~TempDir() {
     std::error_code ec;
@@ -141,7 +143,8 @@ Expected<int> RunChild(const std::vector<std::string>& argv, const fs::path& out
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     const char* what = ::strsignal(sig);
-    return InternalError("node was killed by signal " + std::to_string(sig) + (what ? std::string(" (") + what + ")" : ""));
+    return InternalError("node was killed by signal " + std::to_string(sig) +
+                         (what ? std::string(" (") + what + ")" : ""));
   }
   return WEXITSTATUS(status);
 }
@@ -235,7 +238,6 @@ Expected<std::string> FindNode() {
   return UserError("Node.js ('node') not found on PATH: install the Debian package nodejs, or set $SEQTO_NODE");
 }
 
-
 Expected<OrtTool> FindOrtTool() {
   OrtTool tool;
   auto node = FindNode();
@@ -260,8 +262,8 @@ Expected<OrtTool> FindOrtTool() {
       looked += (looked.empty() ? "" : ", ") + c.string();
     }
     if (dir.empty())
-      return UserError("ort runner: tools/ort/ort_run.js not found (looked in " + (looked.empty() ? "no folder" : looked) +
-                       "): set $SEQTO_ORT_DIR to seqto's tools/ort folder");
+      return UserError("ort runner: tools/ort/ort_run.js not found (looked in " +
+                       (looked.empty() ? "no folder" : looked) + "): set $SEQTO_ORT_DIR to seqto's tools/ort folder");
   }
   if (Status s = CheckInstalled(dir); !s.ok()) return std::move(s).WithContext("ort runner").error();
   tool.script = (dir / "ort_run.js").string();

@@ -19,8 +19,8 @@
 namespace seqto::runners {
 
 struct RunnerOptions {
-  int threads = 0;           // intra-op threads (0: all cores)
-  double timeout_s = 600;    // ort: longest one child process may take before it is killed
+  int threads = 0;         // intra-op threads (0: all cores)
+  double timeout_s = 600;  // ort: longest one child process may take before it is killed
 };
 
 struct LatencyOptions {

@@ -115,10 +115,10 @@ std::string Resolve(const std::string& path, const std::string& base_dir) {
 }
 
 Expected<data::PreprocessSpec> ParsePreprocess(const json& v, const std::string& key_path) {
-  Expected<data::PreprocessSpec> spec = v.is_string() ? data::ParsePreprocessSpec(v.get<std::string>())
-                                        : v.is_object() ? data::ParsePreprocessJson(v)
-                                                        : Expected<data::PreprocessSpec>(UserError(
-                                                              "expected a spec string or an object"));
+  Expected<data::PreprocessSpec> spec =
+      v.is_string()   ? data::ParsePreprocessSpec(v.get<std::string>())
+      : v.is_object() ? data::ParsePreprocessJson(v)
+                      : Expected<data::PreprocessSpec>(UserError("expected a spec string or an object"));
   if (!spec) return Status(spec.error()).WithContext(key_path);
   return spec;
 }
@@ -184,15 +184,19 @@ Status ParseOverride(const json& v, const std::string& key_path, quant::TensorOv
     if (!r.has(key)) continue;
     bool b = false;
     SEQTO_RETURN_IF_ERROR(r.Bool(key, b));
-    if (std::string(key) == "symmetric") out.symmetric = b;
-    else out.reduce_range = b;
+    if (std::string(key) == "symmetric")
+      out.symmetric = b;
+    else
+      out.reduce_range = b;
   }
   for (const char* key : {"rmin", "rmax"}) {
     if (!r.has(key)) continue;
     double d = 0;
     SEQTO_RETURN_IF_ERROR(r.Number(key, d, -1e38, 1e38));
-    if (std::string(key) == "rmin") out.rmin = d;
-    else out.rmax = d;
+    if (std::string(key) == "rmin")
+      out.rmin = d;
+    else
+      out.rmax = d;
   }
   return r.Finish();
 }
@@ -205,9 +209,12 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
   SEQTO_RETURN_IF_ERROR(r.CheckObject());
   std::string mode = "static";
   SEQTO_RETURN_IF_ERROR(r.String("mode", mode));
-  if (mode == "static") o.mode = quant::QuantMode::kStatic;
-  else if (mode == "dynamic") o.mode = quant::QuantMode::kDynamic;
-  else return UserError(r.KeyPath("mode") + ": '" + mode + "' is not static or dynamic");
+  if (mode == "static")
+    o.mode = quant::QuantMode::kStatic;
+  else if (mode == "dynamic")
+    o.mode = quant::QuantMode::kDynamic;
+  else
+    return UserError(r.KeyPath("mode") + ": '" + mode + "' is not static or dynamic");
   SEQTO_RETURN_IF_ERROR(r.Bool("per_channel", o.per_channel));
   SEQTO_RETURN_IF_ERROR(r.Bool("reduce_range", o.reduce_range));
   if (const json* t = r.Object("activation_type")) {
@@ -328,15 +335,20 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
     SEQTO_RETURN_IF_ERROR(sr.Integer("max_candidates", c.max_candidates, 0, 1 << 20));
     std::string fallback = "float";
     SEQTO_RETURN_IF_ERROR(sr.String("fallback", fallback));
-    if (fallback == "float") c.fallback = quant::Fallback::kFloat;
-    else if (fallback == "int16") c.fallback = quant::Fallback::kInt16;
-    else if (fallback == "float16") c.fallback = quant::Fallback::kFloat16;
-    else return UserError("search.fallback: '" + fallback + "' is not float, int16 or float16");
+    if (fallback == "float")
+      c.fallback = quant::Fallback::kFloat;
+    else if (fallback == "int16")
+      c.fallback = quant::Fallback::kInt16;
+    else if (fallback == "float16")
+      c.fallback = quant::Fallback::kFloat16;
+    else
+      return UserError("search.fallback: '" + fallback + "' is not float, int16 or float16");
     SEQTO_RETURN_IF_ERROR(sr.Finish());
   }
   if (r.has("objectives")) {
     SEQTO_RETURN_IF_ERROR(r.Strings("objectives", c.objectives));
-    if (c.objectives.empty()) return UserError("objectives: name at least one of accuracy_loss, size_bytes, latency_ms");
+    if (c.objectives.empty())
+      return UserError("objectives: name at least one of accuracy_loss, size_bytes, latency_ms");
     std::set<std::string> seen;
     for (const auto& o : c.objectives) {
       if (std::find(ObjectiveNames().begin(), ObjectiveNames().end(), o) == ObjectiveNames().end())

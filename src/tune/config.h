@@ -16,32 +16,32 @@ namespace seqto::tune {
 // One data set: where it is, its labels, preprocessing, how many samples to use.
 struct DataSetConfig {
   std::string path;
-  std::string labels;             // optional labels file
+  std::string labels;  // optional labels file
   data::PreprocessSpec preprocess;
-  bool has_preprocess = false;    // else the data section's default applies
-  size_t samples = 0;             // 0: all
+  bool has_preprocess = false;  // else the data section's default applies
+  size_t samples = 0;           // 0: all
 };
 
 struct TuneConfig {
-  std::string config_path;        // the file it came from; relative paths resolve against its folder
+  std::string config_path;  // the file it came from; relative paths resolve against its folder
   std::string model;
-  std::string out;                // run directory; default runs/<model stem>
+  std::string out;  // run directory; default runs/<model stem>
   // Data: evaluation set (required), calibration and ranking sets (default: the
   // evaluation set's data, with their own default sample counts).
   DataSetConfig eval, calibration, ranking;
   uint64_t seed = 0;
-  size_t batch_size = 64;         // chunk size: samples per batch
+  size_t batch_size = 64;  // chunk size: samples per batch
   quant::QuantOptions quantization;
   std::string ranker = "damage";
-  size_t worst_samples = 0;       // sensitivity ranker: NNCF-style worst-sample subset
+  size_t worst_samples = 0;  // sensitivity ranker: NNCF-style worst-sample subset
   std::string strategy = "linear";
-  double threshold = 1.0;         // accuracy loss in points
-  size_t max_candidates = 0;      // 0: no limit
+  double threshold = 1.0;     // accuracy loss in points
+  size_t max_candidates = 0;  // 0: no limit
   quant::Fallback fallback = quant::Fallback::kFloat;
   std::vector<std::string> objectives = {"accuracy_loss", "size_bytes", "latency_ms"};
   std::string runner = "engine";
   int threads = 0;
-  int latency_batch = 1;          // samples per latency measurement
+  int latency_batch = 1;  // samples per latency measurement
   int latency_warmup = 3;
   int latency_runs = 20;
 

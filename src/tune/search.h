@@ -22,9 +22,9 @@ struct CandidateOutcome {
 };
 
 struct SearchOptions {
-  size_t groups = 0;           // n
-  double threshold = 1.0;      // accuracy loss (points) a candidate must reach
-  size_t max_candidates = 0;   // 0: no limit beyond the strategy's own
+  size_t groups = 0;          // n
+  double threshold = 1.0;     // accuracy loss (points) a candidate must reach
+  size_t max_candidates = 0;  // 0: no limit beyond the strategy's own
   // front: stop splitting an interval whose accuracy loss changes by less than this
   // fraction of its range over the evaluated candidates.
   double front_resolution = 0.05;

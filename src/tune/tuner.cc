@@ -37,7 +37,7 @@ Expected<json> ReadJson(const fs::path& path) {
 }
 
 json LatencyJson(const LatencyStats& s) {
-  return {{"mean", s.mean}, {"p50", s.p50}, {"p95", s.p95}, {"min", s.min},
+  return {{"mean", s.mean}, {"p50", s.p50},       {"p95", s.p95},  {"min", s.min},
           {"max", s.max},   {"stddev", s.stddev}, {"runs", s.runs}};
 }
 
@@ -45,8 +45,8 @@ json LatencyJson(const LatencyStats& s) {
 
 // ------------------------------------------------------------------ data
 
-Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs,
-                            uint64_t seed, size_t batch_size, const std::string& what) {
+Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs, uint64_t seed,
+                            size_t batch_size, const std::string& what) {
   data::FeedOptions options;
   options.data.labels_path = set.labels;
   options.data.preprocess = set.preprocess;
@@ -76,7 +76,7 @@ namespace {
 // ------------------------------------------------------------------ measurement
 
 struct Measured {
-  json metrics;               // accuracy_loss, agreement metrics, accuracy
+  json metrics;  // accuracy_loss, agreement metrics, accuracy
   LatencyStats latency;
   int64_t size_bytes = 0;
 };
@@ -121,8 +121,10 @@ double Objective(const CandidateOutcome& o, const std::string& name) {
 std::string HumanBytes(double b) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(b >= 1e6 ? 2 : 1);
-  if (b >= 1e6) os << b / 1e6 << " MB";
-  else os << b / 1e3 << " kB";
+  if (b >= 1e6)
+    os << b / 1e6 << " MB";
+  else
+    os << b / 1e3 << " kB";
   return os.str();
 }
 
@@ -140,11 +142,13 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   const fs::path config_file = dir / "config.json";
   if (fs::exists(config_file)) {
     if (!options.resume)
-      return UserError(dir.string() + ": a run directory is already there; pass --resume to continue it or "
+      return UserError(dir.string() +
+                       ": a run directory is already there; pass --resume to continue it or "
                        "choose another --out");
     SEQTO_ASSIGN_OR_RETURN(json previous, ReadJson(config_file));
     if (previous != settings)
-      return UserError(dir.string() + ": the run there was made with different settings; resume it with the same "
+      return UserError(dir.string() +
+                       ": the run there was made with different settings; resume it with the same "
                        "config or choose another --out");
   }
   fs::create_directories(dir / "cycles", ec);
@@ -162,7 +166,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
 
   // Data: the same seeded samples for every candidate.
   say("loading data");
-  SEQTO_ASSIGN_OR_RETURN(LoadedSet eval, LoadSet(config.eval, model_inputs, config.seed, config.batch_size, "evaluation"));
+  SEQTO_ASSIGN_OR_RETURN(LoadedSet eval,
+                         LoadSet(config.eval, model_inputs, config.seed, config.batch_size, "evaluation"));
   const bool has_labels = !eval.labels.empty();
   say("evaluation data: " + std::to_string(eval.samples) + " samples of " + eval.description +
       (has_labels ? " (labelled)" : " (no labels: accuracy loss is top-1 disagreement with the float model)"));
@@ -178,8 +183,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
         ranges[it.key()] = quant::TensorRange{it.value()[0].get<double>(), it.value()[1].get<double>()};
       say("calibration: " + std::to_string(ranges.size()) + " ranges from " + calib_file.string());
     } else {
-      SEQTO_ASSIGN_OR_RETURN(LoadedSet calib, LoadSet(config.calibration, model_inputs, config.seed,
-                                                      config.batch_size, "calibration"));
+      SEQTO_ASSIGN_OR_RETURN(LoadedSet calib,
+                             LoadSet(config.calibration, model_inputs, config.seed, config.batch_size, "calibration"));
       SEQTO_ASSIGN_OR_RETURN(auto tensors, quant::QuantPlan::TensorsToCalibrate(prepared, qopts));
       size_t next = 0;
       quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
@@ -189,8 +194,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
       };
       say("calibrating " + std::to_string(tensors.size()) + " tensors on " + std::to_string(calib.samples) +
           " samples (" + quant::CalibrationMethodName(qopts.calibration) + ")");
-      SEQTO_ASSIGN_OR_RETURN(auto stats, quant::Calibrate(prepared, tensors, source, qopts.calibration_options,
-                                                          config.threads));
+      SEQTO_ASSIGN_OR_RETURN(auto stats,
+                             quant::Calibrate(prepared, tensors, source, qopts.calibration_options, config.threads));
       SEQTO_ASSIGN_OR_RETURN(ranges, stats.Ranges(qopts.calibration));
       json j;
       j["method"] = quant::CalibrationMethodName(qopts.calibration);
@@ -199,9 +204,9 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
       SEQTO_RETURN_IF_ERROR(WriteJson(calib_file, j));
     }
   }
-  SEQTO_ASSIGN_OR_RETURN(quant::QuantPlan plan,
-                         quant::QuantPlan::Create(prepared, qopts,
-                                                  qopts.mode == quant::QuantMode::kStatic ? &ranges : nullptr));
+  SEQTO_ASSIGN_OR_RETURN(
+      quant::QuantPlan plan,
+      quant::QuantPlan::Create(prepared, qopts, qopts.mode == quant::QuantMode::kStatic ? &ranges : nullptr));
   const auto& groups = plan.groups();
   say("quantization plan: " + std::to_string(groups.size()) + " groups");
 
@@ -215,8 +220,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     order = j.at("rankings").at(config.ranker).get<std::vector<std::string>>();
     groups_json = j.at("groups");
   } else {
-    SEQTO_ASSIGN_OR_RETURN(LoadedSet ranking, LoadSet(config.ranking, model_inputs, config.seed, config.batch_size,
-                                                      "ranking"));
+    SEQTO_ASSIGN_OR_RETURN(LoadedSet ranking,
+                           LoadSet(config.ranking, model_inputs, config.seed, config.batch_size, "ranking"));
     quant::BatchList list;
     list.num_batches = ranking.batches.size();
     list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return ranking.batches[i]; };
@@ -366,11 +371,11 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
         const std::string file = "top" + std::to_string(i + 1) + ".onnx";
         entry["model_file"] = file;
         report["pareto"].push_back(entry);
-        SEQTO_RETURN_IF_ERROR(CopyFileAtomic((dir / c->j.at("model_file").get<std::string>()).string(),
-                                             (dir / file).string()));
+        SEQTO_RETURN_IF_ERROR(
+            CopyFileAtomic((dir / c->j.at("model_file").get<std::string>()).string(), (dir / file).string()));
         if (i == 0)
-          SEQTO_RETURN_IF_ERROR(CopyFileAtomic((dir / c->j.at("model_file").get<std::string>()).string(),
-                                               (dir / "best.onnx").string()));
+          SEQTO_RETURN_IF_ERROR(
+              CopyFileAtomic((dir / c->j.at("model_file").get<std::string>()).string(), (dir / "best.onnx").string()));
       }
     }
     return WriteJson(dir / "report.json", report);
@@ -396,8 +401,10 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     AgreementAccumulator agree;
     SEQTO_RETURN_IF_ERROR(agree.Add(float_output, cand));
     SEQTO_ASSIGN_OR_RETURN(AgreementMetrics am, agree.Result());
-    json metrics = {{"top1_disagreement", am.top1_disagreement}, {"top5_overlap", am.top5_overlap},
-                    {"kendall_tau", am.kendall_tau},             {"sqnr_db", am.sqnr_db},
+    json metrics = {{"top1_disagreement", am.top1_disagreement},
+                    {"top5_overlap", am.top5_overlap},
+                    {"kendall_tau", am.kendall_tau},
+                    {"sqnr_db", am.sqnr_db},
                     {"kl_divergence", am.kl_divergence}};
     if (has_labels) {
       AccuracyAccumulator acc;
@@ -438,9 +445,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   s << "\n\n  cycle  excluded  acc.loss(pt)  top1-disagr(%)     size   latency(ms)\n";
   for (const auto& [k, c] : cycles) {
     s << std::setw(7) << k << std::setw(10) << c.j["excluded"].size() << std::setprecision(2) << std::setw(14)
-      << c.outcome.accuracy_loss << std::setw(16) << c.j["metrics"]["top1_disagreement"].get<double>()
-      << std::setw(9) << HumanBytes(c.outcome.size_bytes) << std::setprecision(3) << std::setw(14)
-      << c.outcome.latency_ms << "\n";
+      << c.outcome.accuracy_loss << std::setw(16) << c.j["metrics"]["top1_disagreement"].get<double>() << std::setw(9)
+      << HumanBytes(c.outcome.size_bytes) << std::setprecision(3) << std::setw(14) << c.outcome.latency_ms << "\n";
   }
   s << "\nPareto top 3 (objectives: ";
   for (size_t i = 0; i < config.objectives.size(); ++i) s << (i ? ", " : "") << config.objectives[i];
@@ -450,8 +456,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     const Cycle& c = cycles.at(p["cycle"].get<size_t>());
     s << "  #" << p["rank"].get<int>() << "  cycle " << c.k << " (" << c.k << " groups excluded): accuracy loss "
       << std::setprecision(2) << c.outcome.accuracy_loss << " pt, " << HumanBytes(c.outcome.size_bytes) << ", "
-      << std::setprecision(3) << c.outcome.latency_ms << " ms -> " << (dir / p["model_file"].get<std::string>()).string()
-      << "\n";
+      << std::setprecision(3) << c.outcome.latency_ms << " ms -> "
+      << (dir / p["model_file"].get<std::string>()).string() << "\n";
   }
   result.summary = s.str();
   return result;

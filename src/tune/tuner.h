@@ -36,8 +36,8 @@ struct LoadedSet {
   std::string description;
 };
 // `what` names the set in errors ("evaluation data: ...").
-Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs,
-                            uint64_t seed, size_t batch_size, const std::string& what);
+Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs, uint64_t seed,
+                            size_t batch_size, const std::string& what);
 
 struct TuneOptions {
   bool resume = false;

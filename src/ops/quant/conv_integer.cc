@@ -61,8 +61,8 @@ Expected<QConvGeometry> ResolveQConv(const du::WindowAttrs& attrs, int64_t group
     return InputError(w_index, "W has shape " + ShapeToString(w) + ", expected dim 1 = C / group = " +
                                    std::to_string(x[1]) + " / " + std::to_string(group));
   if (w[0] % group != 0)
-    return InputError(w_index, "W has shape " + ShapeToString(w) + ", expected dim 0 divisible by group " +
-                                   std::to_string(group));
+    return InputError(
+        w_index, "W has shape " + ShapeToString(w) + ", expected dim 0 divisible by group " + std::to_string(group));
   const std::vector<int64_t> kernel(w.begin() + 2, w.end());
   if (!attrs.kernel_shape.empty() && attrs.kernel_shape != kernel)
     return UserError("attribute 'kernel_shape' does not match W's shape " + ShapeToString(w));
@@ -124,9 +124,7 @@ QWeights PrepareWeights(const Tensor& w, const std::vector<int32_t>& w_zp, int64
   QWeights q;
   const int64_t m_total = w.dim(0), per_m = w.numel() / std::max<int64_t>(m_total, 1);
   const bool u8 = w.dtype() == DType::kUInt8;
-  auto value = [&](int64_t i) -> int32_t {
-    return u8 ? w.data<uint8_t>()[i] : w.data<int8_t>()[i];
-  };
+  auto value = [&](int64_t i) -> int32_t { return u8 ? w.data<uint8_t>()[i] : w.data<int8_t>()[i]; };
   auto zp = [&](int64_t m) { return w_zp.size() == 1 ? w_zp[0] : w_zp[m]; };
   bool fits = true;
   for (int64_t m = 0; m < m_total && fits; ++m)
@@ -183,8 +181,8 @@ class QConvKernel final : public Kernel {
   void Prepare(const KernelInit& init) {
     const Tensor* w = init.constant(w_index());
     if (reference_only_ || !quant::ExactInt8Isa() || !w || !quant::Is8Bit(w->dtype()) || w->rank() < 3) return;
-    const bool has_zp = init.node.inputs.size() > static_cast<size_t>(w_zp_index()) &&
-                        !init.node.inputs[w_zp_index()].empty();
+    const bool has_zp =
+        init.node.inputs.size() > static_cast<size_t>(w_zp_index()) && !init.node.inputs[w_zp_index()].empty();
     const Tensor* zp = has_zp ? init.constant(w_zp_index()) : nullptr;
     if (has_zp && !zp) return;  // w_zp varies: prepared per run
     std::vector<int32_t> w_zp{0};
@@ -209,7 +207,8 @@ class QConvKernel final : public Kernel {
     if (ctx.has_input(x_zp_index())) {
       const Tensor& t = ctx.input(x_zp_index());
       SEQTO_ASSIGN_OR_RETURN(auto v, quant::ReadZeroPoints(t, x.dtype(), x_zp_index(), "x_zero_point"));
-      if (v.size() != 1) return InputError(x_zp_index(), "x_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+      if (v.size() != 1)
+        return InputError(x_zp_index(), "x_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar");
       x_zp = v[0];
     }
     std::vector<int32_t> w_zp{0};
@@ -217,8 +216,9 @@ class QConvKernel final : public Kernel {
       const Tensor& t = ctx.input(w_zp_index());
       SEQTO_ASSIGN_OR_RETURN(w_zp, quant::ReadZeroPoints(t, w.dtype(), w_zp_index(), "w_zero_point"));
       if (w_zp.size() != 1 && (t.rank() != 1 || t.numel() != m_total))
-        return InputError(w_zp_index(), "w_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar or " +
-                                            std::to_string(m_total) + " values (one per output channel)");
+        return InputError(w_zp_index(), "w_zero_point has shape " + ShapeToString(t.shape()) +
+                                            ", expected a scalar or " + std::to_string(m_total) +
+                                            " values (one per output channel)");
     }
 
     // QLinearConv's scales, output zero point and bias.
@@ -242,7 +242,8 @@ class QConvKernel final : public Kernel {
         const Tensor& t = ctx.input(7);
         y_type = t.dtype();
         if (!quant::Is8Bit(y_type)) return DTypeError(7, y_type, "uint8, int8");
-        if (t.numel() != 1) return InputError(7, "y_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+        if (t.numel() != 1)
+          return InputError(7, "y_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar");
         y_zp = quant::ReadInt32s(t)[0];
       }
       if (ctx.has_input(8)) {
@@ -263,21 +264,27 @@ class QConvKernel final : public Kernel {
       if (done) return Status::Ok();
     }
     // Reference: acc into Y (ConvInteger) or a scratch buffer, then requantize.
-    int32_t* acc = qlinear_ ? static_cast<int32_t*>(du::Scratch(1, static_cast<size_t>(y.numel()) * 4))
-                            : y.data<int32_t>();
+    int32_t* acc =
+        qlinear_ ? static_cast<int32_t*>(du::Scratch(1, static_cast<size_t>(y.numel()) * 4)) : y.data<int32_t>();
     const bool xu8 = x.dtype() == DType::kUInt8, wu8 = w.dtype() == DType::kUInt8;
-    if (xu8 && wu8) AccReference(g, x.data<uint8_t>(), w.data<uint8_t>(), x_zp, w_zp, bias, acc);
-    else if (xu8) AccReference(g, x.data<uint8_t>(), w.data<int8_t>(), x_zp, w_zp, bias, acc);
-    else if (wu8) AccReference(g, x.data<int8_t>(), w.data<uint8_t>(), x_zp, w_zp, bias, acc);
-    else AccReference(g, x.data<int8_t>(), w.data<int8_t>(), x_zp, w_zp, bias, acc);
+    if (xu8 && wu8)
+      AccReference(g, x.data<uint8_t>(), w.data<uint8_t>(), x_zp, w_zp, bias, acc);
+    else if (xu8)
+      AccReference(g, x.data<uint8_t>(), w.data<int8_t>(), x_zp, w_zp, bias, acc);
+    else if (wu8)
+      AccReference(g, x.data<int8_t>(), w.data<uint8_t>(), x_zp, w_zp, bias, acc);
+    else
+      AccReference(g, x.data<int8_t>(), w.data<int8_t>(), x_zp, w_zp, bias, acc);
     if (qlinear_) {  // requantize one element at a time
       const quant::IntRange range = quant::RangeOf(y_type);
       const int64_t positions = g.positions();
       for (int64_t i = 0; i < y.numel(); ++i) {
         const int64_t m = i / positions % m_total;
         const int32_t q = quant::Requantize(acc[i], mult.size() == 1 ? mult[0] : mult[m], y_zp, range);
-        if (y_type == DType::kUInt8) y.data<uint8_t>()[i] = static_cast<uint8_t>(q);
-        else y.data<int8_t>()[i] = static_cast<int8_t>(q);
+        if (y_type == DType::kUInt8)
+          y.data<uint8_t>()[i] = static_cast<uint8_t>(q);
+        else
+          y.data<int8_t>()[i] = static_cast<int8_t>(q);
       }
     }
     return Status::Ok();
@@ -317,7 +324,8 @@ class QConvKernel final : public Kernel {
           const uint32_t factor = static_cast<uint32_t>(ext->ones[m]);
 #pragma omp simd
           for (int64_t p = 0; p < positions; ++p)
-            acc_dst[p] = static_cast<int32_t>(static_cast<uint32_t>(src[p]) + b + factor * static_cast<uint32_t>(ones_ch[p]));
+            acc_dst[p] =
+                static_cast<int32_t>(static_cast<uint32_t>(src[p]) + b + factor * static_cast<uint32_t>(ones_ch[p]));
           src = acc_dst;
         } else if (!epi.requantize) {
 #pragma omp simd
@@ -333,14 +341,16 @@ class QConvKernel final : public Kernel {
 #pragma omp simd
           for (int64_t p = 0; p < positions; ++p)
             dst[p] = static_cast<uint8_t>(quant::QuantizeClamped(
-                static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(src[p]) + static_cast<uint32_t>(bias))) * mult,
+                static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(src[p]) + static_cast<uint32_t>(bias))) *
+                    mult,
                 lo, hi, zp));
         } else {
           int8_t* dst = static_cast<int8_t*>(out) + nm * positions;
 #pragma omp simd
           for (int64_t p = 0; p < positions; ++p)
             dst[p] = static_cast<int8_t>(quant::QuantizeClamped(
-                static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(src[p]) + static_cast<uint32_t>(bias))) * mult,
+                static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(src[p]) + static_cast<uint32_t>(bias))) *
+                    mult,
                 lo, hi, zp));
         }
       }
@@ -388,8 +398,10 @@ class QConvKernel final : public Kernel {
       plan->reorder_src = plan->src_md != plan->user_src;
       plan->reorder_dst = plan->dst_md != plan->plain_dst;
       plan->reorder_wei = plan->wei_md != plan->user_wei;
-      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
+      if (plan->reorder_src)
+        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst)
+        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
       if (const_weights) {
         plan->packed_weights = du::PackWeights(plan->user_wei, wq.data.data(), plan->wei_md, packed_w_);
       } else if (plan->reorder_wei) {
@@ -436,8 +448,8 @@ class QConvKernel final : public Kernel {
         wei = du::Wrap(plan->user_wei, wq.data.data());
       }
       memory plain_dst = du::Wrap(plan->plain_dst, plain);
-      memory dst = plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size()))
-                                     : plain_dst;
+      memory dst =
+          plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size())) : plain_dst;
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
       int32_t zp_value = x_zp;
       if (plan->src_zp)
@@ -460,9 +472,9 @@ class QConvKernel final : public Kernel {
   du::WindowAttrs attrs_;
   int64_t group_;
   bool reference_only_;
-  Tensor const_w_;   // constant W (undefined when W or w_zp is not constant)
+  Tensor const_w_;     // constant W (undefined when W or w_zp is not constant)
   QWeights const_wq_;  // const_w_ prepared
-  memory packed_w_;  // const_wq_ as the latest plan wants it
+  memory packed_w_;    // const_wq_ as the latest plan wants it
   du::ShapeCache<QConvPlan> plans_;
 };
 

@@ -56,10 +56,12 @@ void RegisterDynamicQuantizeLinear(OpRegistry& r) {
                     uint8_t* out = py;
                     const float* in = px;
 #pragma omp simd
-                    for (int64_t i = b; i < e; ++i) out[i] = static_cast<uint8_t>(quant::QuantizeClamped(in[i] / s, l, h, z));
+                    for (int64_t i = b; i < e; ++i)
+                      out[i] = static_cast<uint8_t>(quant::QuantizeClamped(in[i] / s, l, h, z));
                   });
                   if (ctx.wants_output(1)) ctx.Allocate(1, DType::kFloat32, {}).data<float>()[0] = scale;
-                  if (ctx.wants_output(2)) ctx.Allocate(2, DType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+                  if (ctx.wants_output(2))
+                    ctx.Allocate(2, DType::kUInt8, {}).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
                   return Status::Ok();
                 });
               }});

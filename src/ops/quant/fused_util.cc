@@ -23,8 +23,10 @@ void ClampKernel(T* y, int64_t n, int32_t lo, int32_t hi) {
 }  // namespace
 
 void ClampInPlace(Tensor& y, int32_t lo, int32_t hi) {
-  if (y.dtype() == DType::kUInt8) ClampKernel(y.data<uint8_t>(), y.numel(), lo, hi);
-  else if (y.dtype() == DType::kInt8) ClampKernel(y.data<int8_t>(), y.numel(), lo, hi);
+  if (y.dtype() == DType::kUInt8)
+    ClampKernel(y.data<uint8_t>(), y.numel(), lo, hi);
+  else if (y.dtype() == DType::kInt8)
+    ClampKernel(y.data<int8_t>(), y.numel(), lo, hi);
 }
 
 Tensor& InnerContext::Allocate(int i, DType dtype, Shape shape) {
@@ -43,7 +45,7 @@ Tensor& InnerContext::Allocate(int i, DType dtype, Shape shape) {
 }
 
 Expected<std::unique_ptr<Kernel>> MakeInnerKernel(const ir::Node& node, int64_t opset,
-                                                   std::vector<const Tensor*> constant_inputs, bool reference_only) {
+                                                  std::vector<const Tensor*> constant_inputs, bool reference_only) {
   const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type, opset);
   if (!def) return InternalError("the built-in op " + node.op_type + " is not registered");
   KernelInit init{node, opset, std::move(constant_inputs), reference_only};

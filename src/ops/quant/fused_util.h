@@ -72,6 +72,6 @@ class InnerContext final : public KernelContext {
 // (which the returned kernel may refer to: keep it alive), with the given constant
 // inputs.
 Expected<std::unique_ptr<Kernel>> MakeInnerKernel(const ir::Node& node, int64_t opset,
-                                                   std::vector<const Tensor*> constant_inputs, bool reference_only);
+                                                  std::vector<const Tensor*> constant_inputs, bool reference_only);
 
 }  // namespace seqto::ops::quant

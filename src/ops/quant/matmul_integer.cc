@@ -31,9 +31,9 @@ using dnnl::memory;
 using quant::MatrixParam;
 
 struct QMatMulShape {
-  Shape batch;              // Y's batch dims
-  Shape a_batch, b_batch;   // A's and B's own batch dims
-  Shape a_pad, b_pad;       // A's and B's batch dims left-padded with 1 to batch's rank
+  Shape batch;             // Y's batch dims
+  Shape a_batch, b_batch;  // A's and B's own batch dims
+  Shape a_pad, b_pad;      // A's and B's batch dims left-padded with 1 to batch's rank
   int64_t m = 1, n = 1, k = 1;
   Shape y_shape;
   int64_t batches() const { return NumElements(batch); }
@@ -56,8 +56,8 @@ Expected<QMatMulShape> ResolveQMatMul(const Shape& sa, const Shape& sb, int a_in
   s.b_batch.assign(b2.begin(), b2.end() - 2);
   auto batch = BroadcastShapes(s.a_batch, s.b_batch);
   if (!batch)
-    return InputError(b_index, "batch dims of A " + ShapeToString(sa) + " and B " + ShapeToString(sb) +
-                                   " do not broadcast");
+    return InputError(b_index,
+                      "batch dims of A " + ShapeToString(sa) + " and B " + ShapeToString(sb) + " do not broadcast");
   s.batch = *batch;
   s.a_pad = s.a_batch;
   s.b_pad = s.b_batch;
@@ -115,7 +115,8 @@ void AccReference(const QMatMulShape& s, const TA* a, const TB* b, const ZeroPoi
       for (int64_t j = 0; j < s.n; ++j) {
         const int64_t zb = zp.b.at(b_mat, j, s.n);
         int64_t sum = 0;
-        for (int64_t p = 0; p < s.k; ++p) sum += (static_cast<int64_t>(ar[p]) - za) * (static_cast<int64_t>(bm[p * s.n + j]) - zb);
+        for (int64_t p = 0; p < s.k; ++p)
+          sum += (static_cast<int64_t>(ar[p]) - za) * (static_cast<int64_t>(bm[p * s.n + j]) - zb);
         acc[r * s.n + j] = static_cast<int32_t>(sum);
       }
     }
@@ -187,8 +188,8 @@ class QMatMulKernel final : public Kernel {
         const Tensor& t = ctx.input(7);
         y_type = t.dtype();
         if (!quant::Is8Bit(y_type)) return DTypeError(7, y_type, "uint8, int8");
-        SEQTO_ASSIGN_OR_RETURN(y_zp, quant::ExpandMatrixParam(quant::ReadInt32s(t), t.shape(), s.batch, s.m, true, 7,
-                                                              "y_zero_point"));
+        SEQTO_ASSIGN_OR_RETURN(
+            y_zp, quant::ExpandMatrixParam(quant::ReadInt32s(t), t.shape(), s.batch, s.m, true, 7, "y_zero_point"));
       } else {
         y_type = a.dtype();
         y_zp.values = {0};
@@ -198,18 +199,22 @@ class QMatMulKernel final : public Kernel {
     Tensor& y = ctx.Allocate(0, y_type, s.y_shape);
     if (y.numel() == 0) return Status::Ok();
     // The int32 accumulators: Y itself for MatMulInteger.
-    int32_t* acc = qlinear_ ? static_cast<int32_t*>(du::Scratch(1, static_cast<size_t>(y.numel()) * 4))
-                            : y.data<int32_t>();
+    int32_t* acc =
+        qlinear_ ? static_cast<int32_t*>(du::Scratch(1, static_cast<size_t>(y.numel()) * 4)) : y.data<int32_t>();
     bool done = false;
     if (!reference_only_ && s.k > 0 && quant::ExactInt8Isa()) {
       SEQTO_ASSIGN_OR_RETURN(done, AccFast(s, a, b, zp, acc));
     }
     if (!done) {
       const bool au8 = a.dtype() == DType::kUInt8, bu8 = b.dtype() == DType::kUInt8;
-      if (au8 && bu8) AccReference(s, a.data<uint8_t>(), b.data<uint8_t>(), zp, acc);
-      else if (au8) AccReference(s, a.data<uint8_t>(), b.data<int8_t>(), zp, acc);
-      else if (bu8) AccReference(s, a.data<int8_t>(), b.data<uint8_t>(), zp, acc);
-      else AccReference(s, a.data<int8_t>(), b.data<int8_t>(), zp, acc);
+      if (au8 && bu8)
+        AccReference(s, a.data<uint8_t>(), b.data<uint8_t>(), zp, acc);
+      else if (au8)
+        AccReference(s, a.data<uint8_t>(), b.data<int8_t>(), zp, acc);
+      else if (bu8)
+        AccReference(s, a.data<int8_t>(), b.data<uint8_t>(), zp, acc);
+      else
+        AccReference(s, a.data<int8_t>(), b.data<int8_t>(), zp, acc);
     }
     if (qlinear_ && done) {
       Requantize(s, acc, a_scale, b_scale, y_scale, y_zp, y);
@@ -223,8 +228,10 @@ class QMatMulKernel final : public Kernel {
         for (int64_t j = 0; j < s.n; ++j) {
           const float mult = a_scale.at(a_mat, i, s.m) * b_scale.at(b_mat, j, s.n) / y_scale.at(bi, i, s.m);
           const int32_t q = quant::Requantize(acc[r * s.n + j], mult, y_zp.at(bi, i, s.m), range);
-          if (y_type == DType::kUInt8) y.data<uint8_t>()[r * s.n + j] = static_cast<uint8_t>(q);
-          else y.data<int8_t>()[r * s.n + j] = static_cast<int8_t>(q);
+          if (y_type == DType::kUInt8)
+            y.data<uint8_t>()[r * s.n + j] = static_cast<uint8_t>(q);
+          else
+            y.data<int8_t>()[r * s.n + j] = static_cast<int8_t>(q);
         }
       }
     }
@@ -249,9 +256,8 @@ class QMatMulKernel final : public Kernel {
 
   // y = clamp(round(acc * a_scale * b_scale / y_scale) + y_zp) for the fast path:
   // multipliers computed once per row (or B matrix), vectorized loops.
-  void Requantize(const QMatMulShape& s, const int32_t* acc, const MatrixParam<float>& as,
-                  const MatrixParam<float>& bs, const MatrixParam<float>& ys, const MatrixParam<int32_t>& yz,
-                  Tensor& y) const {
+  void Requantize(const QMatMulShape& s, const int32_t* acc, const MatrixParam<float>& as, const MatrixParam<float>& bs,
+                  const MatrixParam<float>& ys, const MatrixParam<int32_t>& yz, Tensor& y) const {
     const quant::IntRange range = quant::RangeOf(y.dtype());
     const BatchMap map(s);
     const bool u8 = y.dtype() == DType::kUInt8;
@@ -290,8 +296,7 @@ class QMatMulKernel final : public Kernel {
   }
 
   // acc through oneDNN (see the top of the file); false when oneDNN cannot do it.
-  Expected<bool> AccFast(const QMatMulShape& s, const Tensor& a, const Tensor& b, const ZeroPoints& zp,
-                         int32_t* acc) {
+  Expected<bool> AccFast(const QMatMulShape& s, const Tensor& a, const Tensor& b, const ZeroPoints& zp, int32_t* acc) {
     const int64_t b_mats = NumElements(s.b_batch), a_mats = NumElements(s.a_batch);
     // B8 and its column sums: prepared once for a constant B.
     const int8_t* b8;
@@ -328,8 +333,8 @@ class QMatMulKernel final : public Kernel {
       for (int64_t bi = 0; bi < s.batches(); ++bi) {
         int64_t a_mat, b_mat;
         map(bi, a_mat, b_mat);
-        SEQTO_RETURN_IF_ERROR(du::RunMatmul(*plan, pa + a_mat * s.m * s.k, b8 + b_mat * s.k * s.n, nullptr,
-                                            acc + bi * s.m * s.n));
+        SEQTO_RETURN_IF_ERROR(
+            du::RunMatmul(*plan, pa + a_mat * s.m * s.k, b8 + b_mat * s.k * s.n, nullptr, acc + bi * s.m * s.n));
       }
     }
     quant::CountFastRun();
@@ -388,10 +393,10 @@ class QMatMulKernel final : public Kernel {
 
   bool qlinear_;
   bool reference_only_;
-  Tensor const_b_;                    // constant B (undefined when B is not constant)
-  std::vector<int8_t> const_b8_;      // const_b_ - 128 (uint8) or as is (int8)
+  Tensor const_b_;                     // constant B (undefined when B is not constant)
+  std::vector<int8_t> const_b8_;       // const_b_ - 128 (uint8) or as is (int8)
   std::vector<int32_t> const_colsum_;  // column sums of const_b8_, per matrix
-  memory packed_b_;                   // const_b8_ packed for the latest plan
+  memory packed_b_;                    // const_b8_ packed for the latest plan
   du::ShapeCache<du::MatmulPlan> plans_;
 };
 

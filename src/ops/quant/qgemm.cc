@@ -45,7 +45,8 @@ class QGemmKernel final : public Kernel {
     if (b.rank() != 2) return InputError(kB, "B has shape " + ShapeToString(b.shape()) + ", expected rank 2");
     const int64_t m = a.dim(0), n = b.dim(1);
     if (ctx.has_input(kAZp) && ctx.input(kAZp).numel() != 1)
-      return InputError(kAZp, "a_zero_point has shape " + ShapeToString(ctx.input(kAZp).shape()) + ", expected a scalar");
+      return InputError(kAZp,
+                        "a_zero_point has shape " + ShapeToString(ctx.input(kAZp).shape()) + ", expected a scalar");
 
     SEQTO_ASSIGN_OR_RETURN(float a_scale, quant::ScalarScale(ctx, kAScale, "a_scale"));
     SEQTO_ASSIGN_OR_RETURN(float y_scale, quant::ScalarScale(ctx, kYScale, "y_scale"));
@@ -61,7 +62,8 @@ class QGemmKernel final : public Kernel {
       const Tensor& t = ctx.input(kYZp);
       y_type = t.dtype();
       if (!quant::Is8Bit(y_type)) return DTypeError(kYZp, y_type, "uint8, int8");
-      if (t.numel() != 1) return InputError(kYZp, "y_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar");
+      if (t.numel() != 1)
+        return InputError(kYZp, "y_zero_point has shape " + ShapeToString(t.shape()) + ", expected a scalar");
       y_zp = quant::ReadInt32s(t)[0];
     }
     const int32_t* bias = nullptr;
@@ -69,13 +71,14 @@ class QGemmKernel final : public Kernel {
       const Tensor& t = ctx.input(kBias);
       if (t.dtype() != DType::kInt32) return DTypeError(kBias, t.dtype(), "int32");
       if (t.rank() != 1 || t.dim(0) != n)
-        return InputError(kBias, "bias has shape " + ShapeToString(t.shape()) + ", expected [" + std::to_string(n) + "]");
+        return InputError(kBias,
+                          "bias has shape " + ShapeToString(t.shape()) + ", expected [" + std::to_string(n) + "]");
       bias = t.data<int32_t>();
     }
 
     // acc = (A - a_zp) x (B - b_zp) by MatMulInteger (which checks K and b_zp).
-    inner_.SetInputs({&a, &b, ctx.has_input(kAZp) ? &ctx.input(kAZp) : nullptr,
-                      ctx.has_input(kBZp) ? &ctx.input(kBZp) : nullptr});
+    inner_.SetInputs(
+        {&a, &b, ctx.has_input(kAZp) ? &ctx.input(kAZp) : nullptr, ctx.has_input(kBZp) ? &ctx.input(kBZp) : nullptr});
     SEQTO_RETURN_IF_ERROR(matmul_->Run(inner_));
     const Tensor& acc = inner_.output(0);
     Tensor& y = ctx.Allocate(0, y_type, {m, n});
@@ -92,10 +95,12 @@ class QGemmKernel final : public Kernel {
     void* out = y.raw();
     ParallelFor(m, n * 2, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        if (y_type == DType::kUInt8) Requantize(acc_p + i * n, bias_or_zero.data(), mult.data(), n, bounds, y_zp,
-                                                static_cast<uint8_t*>(out) + i * n);
-        else Requantize(acc_p + i * n, bias_or_zero.data(), mult.data(), n, bounds, y_zp,
-                        static_cast<int8_t*>(out) + i * n);
+        if (y_type == DType::kUInt8)
+          Requantize(acc_p + i * n, bias_or_zero.data(), mult.data(), n, bounds, y_zp,
+                     static_cast<uint8_t*>(out) + i * n);
+        else
+          Requantize(acc_p + i * n, bias_or_zero.data(), mult.data(), n, bounds, y_zp,
+                     static_cast<int8_t*>(out) + i * n);
       }
     });
     return Status::Ok();
@@ -113,13 +118,15 @@ Expected<std::unique_ptr<Kernel>> MakeQGemm(const KernelInit& init) {
   ir::Node& mm = kernel->matmul_node_;
   mm.name = init.node.name;
   mm.op_type = "MatMulInteger";
-  auto input = [&](int i) { return i < static_cast<int>(init.node.inputs.size()) ? init.node.inputs[i] : std::string(); };
+  auto input = [&](int i) {
+    return i < static_cast<int>(init.node.inputs.size()) ? init.node.inputs[i] : std::string();
+  };
   mm.inputs = {input(kA), input(kB), input(kAZp), input(kBZp)};
   mm.outputs = {init.node.outputs.empty() ? std::string() : init.node.outputs[0]};
-  SEQTO_ASSIGN_OR_RETURN(kernel->matmul_, quant::MakeInnerKernel(mm, 10,
-                                                                  {init.constant(kA), init.constant(kB),
-                                                                   init.constant(kAZp), init.constant(kBZp)},
-                                                                  init.reference_only));
+  SEQTO_ASSIGN_OR_RETURN(
+      kernel->matmul_,
+      quant::MakeInnerKernel(mm, 10, {init.constant(kA), init.constant(kB), init.constant(kAZp), init.constant(kBZp)},
+                             init.reference_only));
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 

@@ -45,9 +45,8 @@ void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, 
   const B* pb = b.data<B>();
   Y* py = y.data<Y>();
   if (a.shape() == b.shape()) {
-    ParallelFor(y.numel(), 4, [&](int64_t begin, int64_t end) {
-      AddRow(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p);
-    });
+    ParallelFor(y.numel(), 4,
+                [&](int64_t begin, int64_t end) { AddRow(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p); });
     return;
   }
   plan.ForEachRow([&](int64_t o, int64_t ao, int64_t as, int64_t bo, int64_t bs, int64_t n) {
@@ -57,14 +56,18 @@ void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, 
 
 template <typename A, typename B>
 void DispatchY(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
-  if (y.dtype() == DType::kUInt8) AddKernel<A, B, uint8_t>(a, b, y, p, plan);
-  else AddKernel<A, B, int8_t>(a, b, y, p, plan);
+  if (y.dtype() == DType::kUInt8)
+    AddKernel<A, B, uint8_t>(a, b, y, p, plan);
+  else
+    AddKernel<A, B, int8_t>(a, b, y, p, plan);
 }
 
 template <typename A>
 void DispatchB(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
-  if (b.dtype() == DType::kUInt8) DispatchY<A, uint8_t>(a, b, y, p, plan);
-  else DispatchY<A, int8_t>(a, b, y, p, plan);
+  if (b.dtype() == DType::kUInt8)
+    DispatchY<A, uint8_t>(a, b, y, p, plan);
+  else
+    DispatchY<A, int8_t>(a, b, y, p, plan);
 }
 
 Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
@@ -93,8 +96,10 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
     SEQTO_ASSIGN_OR_RETURN(BroadcastPlan plan, BroadcastPlan::Make(a.shape(), b.shape()));
     Tensor& y = ctx.Allocate(0, y_type, plan.out_shape);
     if (y.numel() == 0) return Status::Ok();
-    if (a.dtype() == DType::kUInt8) DispatchB<uint8_t>(a, b, y, p, plan);
-    else DispatchB<int8_t>(a, b, y, p, plan);
+    if (a.dtype() == DType::kUInt8)
+      DispatchB<uint8_t>(a, b, y, p, plan);
+    else
+      DispatchB<int8_t>(a, b, y, p, plan);
     return Status::Ok();
   });
 }

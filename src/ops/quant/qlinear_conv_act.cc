@@ -39,8 +39,8 @@ enum Input { kX = 0, kXScale, kXZp, kW, kWScale, kWZp, kYScale, kYZp, kBias };
 struct NativeParams {
   int32_t x_zp = 0, y_zp = 0;
   DType y_type = DType::kUInt8;
-  std::vector<float> scales;  // x_scale * w_scale[m] / y_scale: one, or one per output channel
-  std::vector<int32_t> bias;  // [M] (zeros without a bias)
+  std::vector<float> scales;    // x_scale * w_scale[m] / y_scale: one, or one per output channel
+  std::vector<int32_t> bias;    // [M] (zeros without a bias)
   std::vector<int8_t> weights;  // W as oneDNN's [G, M/G, C/G, kh, kw] (the same bytes as [M, C/G, kh, kw])
   Shape w_shape;
 };
@@ -163,10 +163,12 @@ class QLinearConvClampKernel final : public Kernel {
       plan->dst_md = pd.dst_desc();
       plan->reorder_src = plan->src_md != plan->user_src;
       plan->reorder_dst = plan->dst_md != plan->plain_dst;
-      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
-      plan->weights = du::PackWeights(du::PlainDesc(wei_dims, memory::data_type::s8), p.weights.data(), pd.weights_desc(),
-                                      packed_weights_);
+      if (plan->reorder_src)
+        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst)
+        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
+      plan->weights = du::PackWeights(du::PlainDesc(wei_dims, memory::data_type::s8), p.weights.data(),
+                                      pd.weights_desc(), packed_weights_);
       plan->bias = du::Wrap(bias_md, p.bias.data());
       return plan;
     } catch (const dnnl::error&) {
@@ -199,8 +201,8 @@ class QLinearConvClampKernel final : public Kernel {
         src = prim_src;
       }
       memory plain_dst = du::Wrap(plan->plain_dst, y.raw());
-      memory dst = plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size()))
-                                     : plain_dst;
+      memory dst =
+          plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size())) : plain_dst;
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_BIAS, plan->bias}, {DNNL_ARG_DST, dst}};
       int32_t x_zp = p.x_zp, y_zp = p.y_zp;
@@ -231,7 +233,8 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearConvClamp(const KernelInit& init) {
                          quant::MakeInnerKernel(kernel->conv_node_, 10, init.constant_inputs, init.reference_only));
   SEQTO_ASSIGN_OR_RETURN(kernel->attrs_, du::ParseWindowAttrs(init.node, false));
   SEQTO_ASSIGN_OR_RETURN(kernel->group_, init.node.attr_int("group", 1));
-  if (kernel->group_ < 1) return UserError("attribute 'group' is " + std::to_string(kernel->group_) + ", expected >= 1");
+  if (kernel->group_ < 1)
+    return UserError("attribute 'group' is " + std::to_string(kernel->group_) + ", expected >= 1");
   kernel->PrepareNative(init);
   return std::unique_ptr<Kernel>(std::move(kernel));
 }

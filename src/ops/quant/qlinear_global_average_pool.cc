@@ -33,11 +33,13 @@ void Pool(const X* x, Y* y, int64_t planes, int64_t count, float sx, int32_t zx,
 
 Expected<std::unique_ptr<Kernel>> MakeQLinearGlobalAveragePool(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(int64_t channels_last, init.node.attr_int("channels_last", 0));
-  if (channels_last != 0) return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", only 0 (NCHW) is supported");
+  if (channels_last != 0)
+    return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", only 0 (NCHW) is supported");
   return MakeKernel([](KernelContext& ctx) -> Status {
     const Tensor& x = ctx.input(kX);
     if (!quant::Is8Bit(x.dtype())) return DTypeError(kX, x.dtype(), "uint8, int8");
-    if (x.rank() < 3) return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected rank >= 3 (N x C x spatial)");
+    if (x.rank() < 3)
+      return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected rank >= 3 (N x C x spatial)");
     SEQTO_ASSIGN_OR_RETURN(float sx, quant::ScalarScale(ctx, kXScale, "x_scale"));
     SEQTO_ASSIGN_OR_RETURN(float sy, quant::ScalarScale(ctx, kYScale, "y_scale"));
     SEQTO_ASSIGN_OR_RETURN(int32_t zx, quant::ScalarZp(ctx, kXZp, x.dtype(), "x_zero_point"));
@@ -46,17 +48,22 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearGlobalAveragePool(const KernelInit&
     SEQTO_ASSIGN_OR_RETURN(int32_t zy, quant::ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
     const int64_t planes = x.dim(0) * x.dim(1);
     const int64_t count = planes == 0 ? 0 : x.numel() / planes;
-    if (count == 0 && planes > 0) return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ": nothing to pool");
+    if (count == 0 && planes > 0)
+      return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ": nothing to pool");
     Shape y_shape = {x.dim(0), x.dim(1)};
     y_shape.resize(x.shape().size(), 1);
     Tensor& y = ctx.Allocate(0, y_type, y_shape);
     if (planes == 0) return Status::Ok();
     const quant::ClampBounds bounds(quant::RangeOf(y_type), zy);
     const bool xu8 = x.dtype() == DType::kUInt8, yu8 = y_type == DType::kUInt8;
-    if (xu8 && yu8) Pool(x.data<uint8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
-    else if (xu8) Pool(x.data<uint8_t>(), y.data<int8_t>(), planes, count, sx, zx, sy, zy, bounds);
-    else if (yu8) Pool(x.data<int8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
-    else Pool(x.data<int8_t>(), y.data<int8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    if (xu8 && yu8)
+      Pool(x.data<uint8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    else if (xu8)
+      Pool(x.data<uint8_t>(), y.data<int8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    else if (yu8)
+      Pool(x.data<int8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
+    else
+      Pool(x.data<int8_t>(), y.data<int8_t>(), planes, count, sx, zx, sy, zy, bounds);
     return Status::Ok();
   });
 }

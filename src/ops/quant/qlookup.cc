@@ -27,8 +27,10 @@ Expected<std::unique_ptr<Kernel>> MakeQLookup(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(int64_t x_type, init.node.attr_int("x_type", 0));
   SEQTO_ASSIGN_OR_RETURN(int64_t y_type, init.node.attr_int("y_type", 0));
   const DType xt = static_cast<DType>(x_type), yt = static_cast<DType>(y_type);
-  if (!quant::Is8Bit(xt)) return UserError("attribute 'x_type' is " + std::to_string(x_type) + ", expected 2 (uint8) or 3 (int8)");
-  if (!quant::Is8Bit(yt)) return UserError("attribute 'y_type' is " + std::to_string(y_type) + ", expected 2 (uint8) or 3 (int8)");
+  if (!quant::Is8Bit(xt))
+    return UserError("attribute 'x_type' is " + std::to_string(x_type) + ", expected 2 (uint8) or 3 (int8)");
+  if (!quant::Is8Bit(yt))
+    return UserError("attribute 'y_type' is " + std::to_string(y_type) + ", expected 2 (uint8) or 3 (int8)");
   if (table.size() != 256)
     return UserError("attribute 'table' has " + std::to_string(table.size()) + " entries, expected 256");
   const quant::IntRange range = quant::RangeOf(yt);
@@ -45,10 +47,14 @@ Expected<std::unique_ptr<Kernel>> MakeQLookup(const KernelInit& init) {
     if (x.dtype() != xt) return DTypeError(0, x.dtype(), DTypeName(xt));
     Tensor& y = ctx.Allocate(0, yt, x.shape());
     const int64_t n = x.numel();
-    if (xt == DType::kUInt8 && yt == DType::kUInt8) Lookup(x.data<uint8_t>(), y.data<uint8_t>(), n, bytes.data());
-    else if (xt == DType::kUInt8) Lookup(x.data<uint8_t>(), y.data<int8_t>(), n, reinterpret_cast<const int8_t*>(bytes.data()));
-    else if (yt == DType::kUInt8) Lookup(x.data<int8_t>(), y.data<uint8_t>(), n, bytes.data());
-    else Lookup(x.data<int8_t>(), y.data<int8_t>(), n, reinterpret_cast<const int8_t*>(bytes.data()));
+    if (xt == DType::kUInt8 && yt == DType::kUInt8)
+      Lookup(x.data<uint8_t>(), y.data<uint8_t>(), n, bytes.data());
+    else if (xt == DType::kUInt8)
+      Lookup(x.data<uint8_t>(), y.data<int8_t>(), n, reinterpret_cast<const int8_t*>(bytes.data()));
+    else if (yt == DType::kUInt8)
+      Lookup(x.data<int8_t>(), y.data<uint8_t>(), n, bytes.data());
+    else
+      Lookup(x.data<int8_t>(), y.data<int8_t>(), n, reinterpret_cast<const int8_t*>(bytes.data()));
     return Status::Ok();
   });
 }

@@ -1,8 +1,7 @@
 #include "ops/quant/quant_util.h"
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <atomic>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/op.h"
 #include "ops/util.h"
@@ -15,11 +14,16 @@ bool IsQuantType(DType t) {
 
 IntRange RangeOf(DType t) {
   switch (t) {
-    case DType::kUInt8: return {0, 255};
-    case DType::kInt8: return {-128, 127};
-    case DType::kUInt16: return {0, 65535};
-    case DType::kInt16: return {-32768, 32767};
-    default: return {INT32_MIN, INT32_MAX};
+    case DType::kUInt8:
+      return {0, 255};
+    case DType::kInt8:
+      return {-128, 127};
+    case DType::kUInt16:
+      return {0, 65535};
+    case DType::kInt16:
+      return {-32768, 32767};
+    default:
+      return {INT32_MIN, INT32_MAX};
   }
 }
 
@@ -30,12 +34,24 @@ std::vector<int32_t> ReadInt32s(const Tensor& t) {
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(p[i]);
   };
   switch (t.dtype()) {
-    case DType::kUInt8: read(t.data<uint8_t>()); break;
-    case DType::kInt8: read(t.data<int8_t>()); break;
-    case DType::kUInt16: read(t.data<uint16_t>()); break;
-    case DType::kInt16: read(t.data<int16_t>()); break;
-    case DType::kInt32: read(t.data<int32_t>()); break;
-    default: v.assign(v.size(), 0); break;
+    case DType::kUInt8:
+      read(t.data<uint8_t>());
+      break;
+    case DType::kInt8:
+      read(t.data<int8_t>());
+      break;
+    case DType::kUInt16:
+      read(t.data<uint16_t>());
+      break;
+    case DType::kInt16:
+      read(t.data<int16_t>());
+      break;
+    case DType::kInt32:
+      read(t.data<int32_t>());
+      break;
+    default:
+      v.assign(v.size(), 0);
+      break;
   }
   return v;
 }
@@ -50,8 +66,8 @@ Expected<std::vector<float>> ReadScales(const Tensor& t, int index, const char* 
   } else if (t.dtype() == DType::kBFloat16) {
     for (int64_t i = 0; i < n; ++i) v[i] = BFloat16ToFloat(t.data<BFloat16>()[i].bits);
   } else {
-    return InputError(index, std::string(name) + " has type " + DTypeName(t.dtype()) +
-                                 ", expected float32, float16 or bfloat16");
+    return InputError(
+        index, std::string(name) + " has type " + DTypeName(t.dtype()) + ", expected float32, float16 or bfloat16");
   }
   return v;
 }
@@ -72,8 +88,9 @@ Expected<MatrixParam<T>> ExpandMatrixParam(std::vector<T> values, const Shape& p
     return p;
   }
   auto bad = [&] {
-    return InputError(index, std::string(name) + " has shape " + ShapeToString(param_shape) + ", expected one value or " +
-                                 std::to_string(count) + (per_row ? " (one per row of A)" : " (one per column of B)"));
+    return InputError(index, std::string(name) + " has shape " + ShapeToString(param_shape) +
+                                 ", expected one value or " + std::to_string(count) +
+                                 (per_row ? " (one per row of A)" : " (one per column of B)"));
   };
   // The parameter's batch dims and its count dim.
   Shape p_batch;
@@ -129,7 +146,8 @@ Expected<AxisLayout> ResolveAxis(const Shape& x, const Shape& scale_shape, int64
   if (opset < 13)
     return InputError(scale_index, "scale has shape " + ShapeToString(scale_shape) +
                                        ", expected a scalar (per-axis quantization needs opset 13)");
-  SEQTO_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axis, static_cast<int64_t>(x.size())).WithContext("attribute 'axis'"));
+  SEQTO_ASSIGN_OR_RETURN(int64_t a,
+                         NormalizeAxis(axis, static_cast<int64_t>(x.size())).WithContext("attribute 'axis'"));
   if (scale_shape.size() != 1 || scale_shape[0] != x[a])
     return InputError(scale_index, "scale has shape " + ShapeToString(scale_shape) + ", expected a scalar or " +
                                        std::to_string(x[a]) + " values (x's dim " + std::to_string(a) + ")");

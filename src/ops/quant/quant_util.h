@@ -62,7 +62,8 @@ inline int32_t QuantizeClamped(float v, float lo, float hi, int32_t zp) {
 struct ClampBounds {
   float lo, hi;
   ClampBounds(IntRange r, int32_t zp)
-      : lo(static_cast<float>(static_cast<int64_t>(r.lo) - zp)), hi(static_cast<float>(static_cast<int64_t>(r.hi) - zp)) {}
+      : lo(static_cast<float>(static_cast<int64_t>(r.lo) - zp)),
+        hi(static_cast<float>(static_cast<int64_t>(r.hi) - zp)) {}
 };
 
 // clamp(round(v) + zp, r.lo, r.hi); NaN gives the zero point.

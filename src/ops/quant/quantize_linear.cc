@@ -68,16 +68,22 @@ Expected<QdqParams> ReadQdqParams(const KernelContext& ctx, const QdqAttrs& attr
 
 template <typename T>
 float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, Float16>) return HalfToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16ToFloat(v.bits);
-  else return static_cast<float>(v);
+  if constexpr (std::is_same_v<T, Float16>)
+    return HalfToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16ToFloat(v.bits);
+  else
+    return static_cast<float>(v);
 }
 
 template <typename T>
 T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, Float16>) return T{FloatToHalf(v)};
-  else if constexpr (std::is_same_v<T, BFloat16>) return T{FloatToBFloat16(v)};
-  else return v;
+  if constexpr (std::is_same_v<T, Float16>)
+    return T{FloatToHalf(v)};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return T{FloatToBFloat16(v)};
+  else
+    return v;
 }
 
 template <typename X, typename Q>
@@ -117,15 +123,24 @@ void DequantizeKernel(const QdqParams& p, const Q* x, Y* y, int64_t n) {
 template <typename F>
 bool VisitQuantType(DType t, bool with_int32, F&& f) {
   switch (t) {
-    case DType::kUInt8: f(uint8_t{}); return true;
-    case DType::kInt8: f(int8_t{}); return true;
-    case DType::kUInt16: f(uint16_t{}); return true;
-    case DType::kInt16: f(int16_t{}); return true;
+    case DType::kUInt8:
+      f(uint8_t{});
+      return true;
+    case DType::kInt8:
+      f(int8_t{});
+      return true;
+    case DType::kUInt16:
+      f(uint16_t{});
+      return true;
+    case DType::kInt16:
+      f(int16_t{});
+      return true;
     case DType::kInt32:
       if (!with_int32) return false;
       f(int32_t{});
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -133,14 +148,21 @@ bool VisitQuantType(DType t, bool with_int32, F&& f) {
 template <typename F>
 bool VisitRealType(DType t, bool with_int32, F&& f) {
   switch (t) {
-    case DType::kFloat32: f(float{}); return true;
-    case DType::kFloat16: f(Float16{}); return true;
-    case DType::kBFloat16: f(BFloat16{}); return true;
+    case DType::kFloat32:
+      f(float{});
+      return true;
+    case DType::kFloat16:
+      f(Float16{});
+      return true;
+    case DType::kBFloat16:
+      f(BFloat16{});
+      return true;
     case DType::kInt32:
       if (!with_int32) return false;
       f(int32_t{});
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -148,11 +170,12 @@ Expected<std::unique_ptr<Kernel>> MakeQuantize(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(QdqAttrs attrs, ParseQdqAttrs(init));
   return MakeKernel([attrs](KernelContext& ctx) -> Status {
     const Tensor& x = ctx.input(0);
-    const DType q_type = ctx.has_input(2)                            ? ctx.input(2).dtype()
+    const DType q_type = ctx.has_input(2)                          ? ctx.input(2).dtype()
                          : attrs.output_dtype != DType::kUndefined ? attrs.output_dtype
                                                                    : DType::kUInt8;
     if (!quant::IsQuantType(q_type)) return DTypeError(2, q_type, "uint8, int8, uint16, int16");
-    if (!VisitRealType(x.dtype(), true, [](auto) {})) return DTypeError(0, x.dtype(), "float32, float16, bfloat16, int32");
+    if (!VisitRealType(x.dtype(), true, [](auto) {}))
+      return DTypeError(0, x.dtype(), "float32, float16, bfloat16, int32");
     SEQTO_ASSIGN_OR_RETURN(QdqParams p, ReadQdqParams(ctx, attrs, q_type));
     Tensor& y = ctx.Allocate(0, q_type, x.shape());
     bool ok = true;
@@ -174,7 +197,8 @@ Expected<std::unique_ptr<Kernel>> MakeDequantize(const KernelInit& init) {
   return MakeKernel([attrs](KernelContext& ctx) -> Status {
     const Tensor& x = ctx.input(0);
     const DType y_type = ctx.input(1).dtype();
-    if (!VisitQuantType(x.dtype(), true, [](auto) {})) return DTypeError(0, x.dtype(), "uint8, int8, uint16, int16, int32");
+    if (!VisitQuantType(x.dtype(), true, [](auto) {}))
+      return DTypeError(0, x.dtype(), "uint8, int8, uint16, int16, int32");
     SEQTO_ASSIGN_OR_RETURN(QdqParams p, ReadQdqParams(ctx, attrs, x.dtype()));
     Tensor& y = ctx.Allocate(0, y_type, x.shape());
     bool ok = true;

@@ -30,7 +30,7 @@ struct ActivationSite {
 };
 
 struct QdqIndex {
-  std::map<std::string, const ir::Node*> producer;               // value -> node
+  std::map<std::string, const ir::Node*> producer;                // value -> node
   std::map<std::string, std::vector<const ir::Node*>> consumers;  // value -> nodes
   std::map<std::string, const ir::Node*> by_name;
 };
@@ -72,8 +72,7 @@ std::optional<ActivationSite> FindSite(const QdqIndex& index, const std::string&
 }
 
 // (q - zp) * scale along `axis` (DequantizeLinear's semantics, in double).
-Expected<std::vector<double>> Dequantize(const Tensor& q, const Tensor& scale, const Tensor* zero_point,
-                                         int64_t axis) {
+Expected<std::vector<double>> Dequantize(const Tensor& q, const Tensor& scale, const Tensor* zero_point, int64_t axis) {
   const std::vector<double> qv = q.ToDoubles(), sv = scale.ToDoubles();
   const std::vector<double> zv = zero_point ? zero_point->ToDoubles() : std::vector<double>(sv.size(), 0.0);
   if (zv.size() != sv.size()) return UserError("zero point and scale sizes differ");
@@ -179,8 +178,7 @@ std::vector<double> PerSampleLoss(const runtime::TensorMap& ref, const runtime::
   std::vector<double> signal, noise;
   for (const auto& [name, r] : ref) {
     auto it = cand.find(name);
-    if (it == cand.end() || r.dtype() != DType::kFloat32 || r.rank() == 0 || it->second.numel() != r.numel())
-      continue;
+    if (it == cand.end() || r.dtype() != DType::kFloat32 || r.rank() == 0 || it->second.numel() != r.numel()) continue;
     const int64_t n = r.dim(0), per = n ? r.numel() / n : 0;
     signal.resize(n, 0.0);
     noise.resize(n, 0.0);
@@ -427,8 +425,10 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
           if (first_error.ok()) first_error = std::move(s).WithContext("group '" + groups[g].name + "'");
           return;
         }
-        if (isolated) result.groups[g].sensitivity_isolated = loss;
-        else result.groups[g].sensitivity_revert_one = full_subset_loss - loss;
+        if (isolated)
+          result.groups[g].sensitivity_isolated = loss;
+        else
+          result.groups[g].sensitivity_revert_one = full_subset_loss - loss;
         if (options.progress) options.progress(++done, total_units);
       }
     };

@@ -39,7 +39,8 @@ Ranker MakeDamageRanker() {
     std::vector<GroupAnalysis> sorted = a.groups;
     std::stable_sort(sorted.begin(), sorted.end(), [](const GroupAnalysis& x, const GroupAnalysis& y) {
       if (x.sensitivity_isolated != y.sensitivity_isolated) return x.sensitivity_isolated > y.sensitivity_isolated;
-      const double sx = std::isnan(x.seqto_score) ? 2 : x.seqto_score, sy = std::isnan(y.seqto_score) ? 2 : y.seqto_score;
+      const double sx = std::isnan(x.seqto_score) ? 2 : x.seqto_score,
+                   sy = std::isnan(y.seqto_score) ? 2 : y.seqto_score;
       if (sx != sy) return sx < sy;
       return x.order < y.order;
     });

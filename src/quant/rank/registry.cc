@@ -9,11 +9,7 @@ namespace seqto::quant {
 const std::vector<Ranker>& Rankers() {
   // One line per ranker; the first is listed first in help texts.
   static const std::vector<Ranker> rankers = {
-      MakeDamageRanker(),
-      MakeSeqtoPublishedRanker(),
-      MakeSensitivityRanker(),
-      MakeWeightsRanker(),
-      MakeRandomRanker(),
+      MakeDamageRanker(), MakeSeqtoPublishedRanker(), MakeSensitivityRanker(), MakeWeightsRanker(), MakeRandomRanker(),
   };
   return rankers;
 }
