@@ -91,4 +91,16 @@ Error DTypeError(int index, DType dtype, const std::string& supported);
 // Reads an int64 (or int32) tensor input as a vector (shape-like inputs).
 std::vector<int64_t> ReadInts(const Tensor& t);
 
+// Channels-last activations. The layout pass (rewrite/channels_last.cc) runs convs
+// on N x D1..Dk x C tensors ("NHWC") instead of ONNX's N x C x D1..Dk ("NCHW"); the
+// kernels with a channels_last attribute use these for their reference paths.
+// [N, C, D1..Dk] -> [N, D1..Dk, C] and back (rank >= 2).
+Shape ChannelsLastShape(const Shape& channels_first);
+Shape ChannelsFirstShape(const Shape& channels_last);
+// A channels-first copy of a channels-last tensor.
+Tensor ToChannelsFirst(const Tensor& channels_last);
+// Writes the channels-first tensor `src` into `dst`, whose shape is
+// ChannelsLastShape(src.shape()).
+void CopyToChannelsLast(const Tensor& src, Tensor& dst);
+
 }  // namespace seqto::ops

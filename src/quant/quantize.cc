@@ -153,6 +153,7 @@ Expected<ir::Model> QuantPlan::Prepare(const ir::Model& float_model) {
   rewrite::OptimizeOptions opt;
   opt.fold_batchnorm = true;
   opt.fuse_conv = false;
+  opt.channels_last = false;  // the prepared model is saved: standard ops only
   if (Status s = rewrite::Optimize(m.graph, opt); !s.ok()) return std::move(s).WithContext("prepare");
   // Types of the values after folding. A model ONNX cannot infer still quantizes: the
   // calibration ranges tell which values are float (GraphInfo).

@@ -19,6 +19,8 @@ struct OptimizeOptions {
   // QDQ islands (DequantizeLinear -> op -> QuantizeLinear) become int8 ops; off, a
   // QDQ model runs in float (the reference the fused ops are tested against).
   bool fuse_qdq = true;
+  // 2-D conv chains run channels-last, without layout conversions between convs.
+  bool channels_last = true;
 };
 
 // Conv -> BatchNormalization (inference, constant parameters) becomes one Conv with
@@ -35,6 +37,11 @@ GraphPatch FuseConvPostOps(const ir::Graph& graph, const OptimizeOptions& option
 // QLinearGlobalAveragePool / QLookup, or the data-movement op on the integer tensor). See fuse_qdq.cc for the patterns,
 // the conditions and how exact each is.
 GraphPatch FuseQdq(const ir::Graph& graph, const OptimizeOptions& options);
+
+// Runs 2-D convolution chains (float and int8) and the elementwise ops between them
+// channels-last, with Transposes only at the borders; values keep their names and
+// NCHW meaning. Run last: it converts the fused ops. See channels_last.cc.
+GraphPatch ChannelsLast(const ir::Graph& graph, const OptimizeOptions& options);
 
 // Runs the enabled passes in order.
 Status Optimize(ir::Graph& graph, const OptimizeOptions& options);

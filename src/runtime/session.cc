@@ -113,6 +113,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const
   if (options.optimize) {
     rewrite::OptimizeOptions opt;
     opt.keep_values = options.keep_values;
+    opt.channels_last = options.channels_last;
     SEQTO_RETURN_IF_ERROR(rewrite::Optimize(prepared.graph, opt));
   }
   SEQTO_RETURN_IF_ERROR(s->Plan(prepared));

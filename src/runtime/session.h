@@ -26,6 +26,9 @@ struct SessionOptions {
   // Graph optimizations for inference (BatchNormalization folding, fusion). They may
   // remove intermediate values; list the ones hooks must see in keep_values.
   bool optimize = true;
+  // With optimize: run 2-D conv chains channels-last (rewrite/channels_last.cc).
+  // Values keep their names and NCHW shapes either way; off is for comparisons.
+  bool channels_last = true;
   // Values hooks must see or may override. They are also never constant-folded, so
   // an override of one reaches every consumer (a folded value is computed once at
   // creation, and kernels may pre-pack it).

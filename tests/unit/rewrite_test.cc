@@ -47,6 +47,7 @@ TEST(FoldBatchNorm, RemovesTheNodeAndKeepsTheFunction) {
     ir::Graph folded = model.graph;
     rewrite::OptimizeOptions fold_only;
     fold_only.fuse_conv = false;
+    fold_only.channels_last = false;
     ASSERT_TRUE(rewrite::Optimize(folded, fold_only).ok());
     ASSERT_EQ(folded.nodes.size(), 2u);
     EXPECT_EQ(folded.nodes[0].op_type, "Conv");
@@ -73,6 +74,7 @@ TEST(FoldBatchNorm, LeavesKeptValuesAlone) {
   ir::Model model = ConvBnModel(true, rng);
   rewrite::OptimizeOptions options;
   options.keep_values = {"c"};
+  options.channels_last = false;  // counted here: the fusion passes only
   ASSERT_TRUE(rewrite::Optimize(model.graph, options).ok());
   EXPECT_EQ(model.graph.nodes.size(), 3u);
 }
@@ -126,7 +128,9 @@ TEST(FuseConv, ResidualBlocksFuseAndComputeTheSame) {
     std::mt19937 rng(3);
     ir::Model model = ResidualModel(act, rng);
     ir::Graph g = model.graph;
-    ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+    rewrite::OptimizeOptions fusion_only;
+    fusion_only.channels_last = false;  // counted here: the fusion passes only
+    ASSERT_TRUE(rewrite::Optimize(g, fusion_only).ok());
     ASSERT_EQ(g.nodes.size(), 2u);
     EXPECT_EQ(g.nodes[0].op_type, "FusedConv");
     EXPECT_EQ(g.nodes[0].inputs.size(), 4u) << "the residual Add became the sum operand";
@@ -144,6 +148,7 @@ TEST(FuseConv, KeptValuesAreNotFusedAway) {
   ir::Model model = ResidualModel("Relu", rng);
   rewrite::OptimizeOptions options;
   options.keep_values = {"sum", "c2"};
+  options.channels_last = false;  // counted here: the fusion passes only
   ASSERT_TRUE(rewrite::Optimize(model.graph, options).ok());
   // BN folds into conv, conv+Add fuse (sum is the Add's output, kept), act1 stays,
   // conv2 stays unfused because c2 is kept.

@@ -9,7 +9,10 @@
 // (rewrite/fuse_conv.cc) makes from Conv -> [Add] -> [Relu|Clip|LeakyRelu]:
 //   inputs X, W, B (may be ""), Sum (optional, added to the conv's output),
 //   attributes: Conv's, plus activation ("Relu", "Clip", "LeakyRelu") and
-//   activation_params ([min, max] for Clip, [alpha] for LeakyRelu).
+//   activation_params ([min, max] for Clip, [alpha] for LeakyRelu), and
+//   channels_last (0 or 1): X, Sum and Y are N x D1..Dk x C (the layout pass,
+//   rewrite/channels_last.cc, sets it so that convs pass activations to each other
+//   without a reorder; W stays M x C/group x K1..Kk).
 // oneDNN applies them as post-ops (sum, eltwise) while the output is in cache.
 #include <algorithm>
 #include <cstring>
@@ -175,8 +178,9 @@ struct ConvPlan {
 
 class ConvKernel final : public Kernel {
  public:
-  ConvKernel(du::WindowAttrs attrs, int64_t group, PostOps post, bool reference_only)
-      : attrs_(std::move(attrs)), group_(group), post_(post), reference_only_(reference_only) {}
+  ConvKernel(du::WindowAttrs attrs, int64_t group, PostOps post, bool channels_last, bool reference_only)
+      : attrs_(std::move(attrs)), group_(group), post_(post), channels_last_(channels_last),
+        reference_only_(reference_only) {}
 
   // Prepacks a constant W (and checks it) at creation, for a nominal input shape.
   Status Prepare(const Tensor* w, bool with_bias) {
@@ -209,7 +213,12 @@ class ConvKernel final : public Kernel {
     if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64)
       return DTypeError(0, x.dtype(), "float32, float64");
     if (w.dtype() != x.dtype()) return InputError(1, "W has type " + DTypeName(w.dtype()) + ", expected X's type " + DTypeName(x.dtype()));
-    SEQTO_ASSIGN_OR_RETURN(ConvGeometry g, ResolveConv(attrs_, group_, x.shape(), w.shape()));
+    if (channels_last_ && x.rank() != w.rank())
+      return InputError(0, "X has shape " + ShapeToString(x.shape()) + ", expected rank " + std::to_string(w.rank()) +
+                               " (N x spatial x C: channels_last)");
+    // Geometry is always worked out on the N x C x spatial view.
+    const Shape x_shape = channels_last_ ? ChannelsFirstShape(x.shape()) : x.shape();
+    SEQTO_ASSIGN_OR_RETURN(ConvGeometry g, ResolveConv(attrs_, group_, x_shape, w.shape()));
     if (b) {
       if (b->dtype() != x.dtype()) return InputError(2, "B has type " + DTypeName(b->dtype()) + ", expected X's type");
       if (b->rank() != 1 || b->dim(0) != g.out_channels)
@@ -219,8 +228,20 @@ class ConvKernel final : public Kernel {
     const Tensor* sum = post_.sum ? &ctx.input(3) : nullptr;
     if (sum && sum->dtype() != x.dtype())
       return InputError(3, "Sum has type " + DTypeName(sum->dtype()) + ", expected X's type");
-    Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
+    Tensor& y = ctx.Allocate(0, x.dtype(), channels_last_ ? ChannelsLastShape(g.y_shape) : g.y_shape);
     if (y.numel() == 0) return Status::Ok();
+    if (channels_last_) {
+      if (sum && sum->rank() != y.rank())
+        return InputError(3, "Sum has shape " + ShapeToString(sum->shape()) + ", expected rank " +
+                                 std::to_string(y.rank()) + " (channels_last)");
+      // As below: a broadcast Sum runs unfused.
+      if (!reference_only_ && g.in_channels > 0 && x.dtype() == DType::kFloat32 && (!sum || sum->shape() == y.shape())) {
+        auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
+                               [&] { return MakePlan(g, x_shape, w.shape(), b != nullptr); });
+        if (plan) return Execute(*plan, x, w, b, sum, y);
+      }
+      return RunChannelsLastReference(g, x, w, b, sum, y);
+    }
     if (x.dtype() == DType::kFloat64) {
       ConvReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, y.data<double>());
       return ApplyPostOpsReference<double>(post_, sum, y);
@@ -237,7 +258,26 @@ class ConvKernel final : public Kernel {
   }
 
  private:
-  // Builds the oneDNN primitive for one shape; null when oneDNN cannot do it.
+  // The reference on channels-last tensors: through channels-first copies.
+  Status RunChannelsLastReference(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
+                                  const Tensor* sum, Tensor& y) {
+    const Tensor xc = ToChannelsFirst(x);
+    Tensor sc;
+    if (sum) sc = ToChannelsFirst(*sum);
+    Tensor yc(x.dtype(), g.y_shape);
+    if (x.dtype() == DType::kFloat64) {
+      ConvReference(g, xc.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, yc.data<double>());
+      SEQTO_RETURN_IF_ERROR(ApplyPostOpsReference<double>(post_, sum ? &sc : nullptr, yc));
+    } else {
+      ConvReference(g, xc.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, yc.data<float>());
+      SEQTO_RETURN_IF_ERROR(ApplyPostOpsReference<float>(post_, sum ? &sc : nullptr, yc));
+    }
+    CopyToChannelsLast(yc, y);
+    return Status::Ok();
+  }
+
+  // Builds the oneDNN primitive for one shape (x: N x C x spatial, whatever the
+  // kernel's layout); null when oneDNN cannot do it.
   std::shared_ptr<ConvPlan> MakePlan(const ConvGeometry& g, const Shape& x, const Shape& w, bool with_bias) {
     try {
       auto plan = std::make_shared<ConvPlan>();
@@ -259,8 +299,9 @@ class ConvKernel final : public Kernel {
         pad_r.push_back(d.pad_end);
         pointwise = pointwise && d.kernel == 1 && d.stride == 1 && d.pad_begin == 0 && d.pad_end == 0;
       }
-      plan->user_src = du::PlainDesc(x);
-      plan->user_dst = du::PlainDesc(g.y_shape);
+      const du::Layout own = channels_last_ ? du::Layout::kNhwc : du::Layout::kPlain;
+      plan->user_src = du::ActivationDesc(x, own);
+      plan->user_dst = du::ActivationDesc(g.y_shape, own);
       plan->user_wei = du::PlainDesc(wei_dims);
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
       dnnl::primitive_attr attr;
@@ -297,7 +338,8 @@ class ConvKernel final : public Kernel {
       // oneDNN applies post-ops to the GEMM-based NCHW conv in a separate slow pass, so a
       // fused conv always prefers the blocked layouts (measured on the bench CNNs).
       const bool has_post_ops = post_.sum || post_.activation != PostOps::Activation::kNone;
-      const auto layouts = du::ConvLayouts(pointwise && positions >= 400 && !has_post_ops, g.in_channels, g.out_channels);
+      const auto layouts = du::ConvLayouts(pointwise && positions >= 400 && !has_post_ops, g.in_channels,
+                                           g.out_channels, channels_last_);
       bool ok = false;
       for (size_t i = 0; i < layouts.size() && !ok; ++i) {
         ok = du::TryMakePd(pd, [&] { return make_pd(layouts[i]); });
@@ -368,6 +410,7 @@ class ConvKernel final : public Kernel {
   du::WindowAttrs attrs_;
   int64_t group_;
   PostOps post_;
+  bool channels_last_;
   bool reference_only_;
   Tensor const_w_;            // constant W (undefined when W is not constant)
   memory packed_w_;           // const_w_ as the latest plan wants it (packed at creation)
@@ -382,10 +425,14 @@ Expected<std::unique_ptr<Kernel>> CreateConv(const KernelInit& init, bool fused)
   SEQTO_ASSIGN_OR_RETURN(int64_t group, init.node.attr_int("group", 1));
   if (group < 1) return UserError("attribute 'group' is " + std::to_string(group) + ", expected >= 1");
   PostOps post;
+  int64_t channels_last = 0;
   if (fused) {
     SEQTO_ASSIGN_OR_RETURN(post, ParsePostOps(init.node));
+    SEQTO_ASSIGN_OR_RETURN(channels_last, init.node.attr_int("channels_last", 0));
+    if (channels_last != 0 && channels_last != 1)
+      return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", expected 0 or 1");
   }
-  auto kernel = std::make_unique<ConvKernel>(std::move(attrs), group, post, init.reference_only);
+  auto kernel = std::make_unique<ConvKernel>(std::move(attrs), group, post, channels_last == 1, init.reference_only);
   SEQTO_RETURN_IF_ERROR(
       kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
   return std::unique_ptr<Kernel>(std::move(kernel));

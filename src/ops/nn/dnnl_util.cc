@@ -88,9 +88,13 @@ std::string ImplName(const dnnl::primitive_desc_base& pd) {
   return name ? name : "";
 }
 
-std::vector<Layout> ConvLayouts(bool prefer_plain, int64_t in_channels, int64_t out_channels) {
+std::vector<Layout> ConvLayouts(bool prefer_plain, int64_t in_channels, int64_t out_channels, bool channels_last) {
   static const char* forced = std::getenv("SEQTO_DNNL_LAYOUT");
   const bool blocked_fits = in_channels % 16 == 0 && out_channels % 16 == 0;
+  if (channels_last) {
+    if (blocked_fits) return {Layout::kNhwc, Layout::kBlocked, Layout::kAny};
+    return {Layout::kNhwc, Layout::kAny};
+  }
   if (forced && std::strcmp(forced, "plain") == 0) return {Layout::kPlain};
   if (forced && std::strcmp(forced, "any") == 0) return {Layout::kAny};
   if (forced && std::strcmp(forced, "blocked") == 0) {
@@ -102,12 +106,16 @@ std::vector<Layout> ConvLayouts(bool prefer_plain, int64_t in_channels, int64_t 
   return {Layout::kAny, Layout::kPlain};
 }
 
-memory::desc ActivationDesc(const Shape& shape, Layout layout) {
-  if (layout == Layout::kPlain) return PlainDesc(shape);
-  if (layout == Layout::kAny) return AnyDesc(shape);
+memory::desc ActivationDesc(const Shape& shape, Layout layout, memory::data_type dt) {
+  if (layout == Layout::kPlain) return PlainDesc(shape, dt);
+  if (layout == Layout::kAny) return AnyDesc(shape, dt);
   using tag = memory::format_tag;
+  if (layout == Layout::kNhwc) {
+    const tag t = shape.size() == 3 ? tag::acb : shape.size() == 4 ? tag::acdb : tag::acdeb;
+    return memory::desc(Dims(shape), dt, t);
+  }
   const tag t = shape.size() == 3 ? tag::aBc16b : shape.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
-  return memory::desc(Dims(shape), memory::data_type::f32, t);
+  return memory::desc(Dims(shape), dt, t);
 }
 
 bool IsSlowConvImpl(const std::string& impl) {

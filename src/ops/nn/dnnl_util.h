@@ -92,16 +92,22 @@ std::string ImplName(const dnnl::primitive_desc_base& pd);
 //   kPlain:   our NCHW tensors as they are (no reorders; oneDNN 2.6 has only
 //             im2col + GEMM for them, which is a plain GEMM for pointwise convs);
 //   kBlocked: nChw16c, reordered in and out around each call;
-//   kAny:     whatever the primitive prefers (NHWC for brgconv), reordered likewise.
-enum class Layout { kPlain, kBlocked, kAny };
+//   kAny:     whatever the primitive prefers (NHWC for brgconv), reordered likewise;
+//   kNhwc:    channels-last ("acdb"): a channels_last kernel's own tensors as they
+//             are (no reorders).
+enum class Layout { kPlain, kBlocked, kAny, kNhwc };
 // The layouts to try for a convolution, best first. By default NCHW when the
 // caller says a GEMM on NCHW is competitive (`prefer_plain`: pointwise convs over
 // enough positions), else nChw16c when the channel counts are multiples of 16, else
 // any. SEQTO_DNNL_LAYOUT=plain|blocked|any forces one (for measurements; blocked
 // falls back to any where it does not apply).
-std::vector<Layout> ConvLayouts(bool prefer_plain, int64_t in_channels, int64_t out_channels);
-// The descriptor of an activation of `shape` in `layout`.
-memory::desc ActivationDesc(const Shape& shape, Layout layout);
+// A channels_last kernel tries NHWC first (its tensors need no reorder), then the
+// blocked layout, then any.
+std::vector<Layout> ConvLayouts(bool prefer_plain, int64_t in_channels, int64_t out_channels,
+                                bool channels_last = false);
+// The descriptor of an activation of `shape` (always given as N x C x spatial, as
+// oneDNN counts dimensions) in `layout`.
+memory::desc ActivationDesc(const Shape& shape, Layout layout, memory::data_type dt = memory::data_type::f32);
 // True for oneDNN's slow generic implementations (im2col + GEMM, reference loops):
 // a convolution that gets one of them is better off in another layout.
 bool IsSlowConvImpl(const std::string& impl);

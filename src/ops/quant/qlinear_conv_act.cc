@@ -12,6 +12,9 @@
 //     NCHW (one byte per element) and clamped;
 //   - otherwise the built-in QLinearConv kernel (exact int32 accumulation, its own
 //     requantization pass), then the clamp.
+// With channels_last = 1 (set by the layout pass, rewrite/channels_last.cc), X and Y
+// are N x H x W x C: the native path reads and writes them without a reorder, the
+// exact path runs on channels-first copies.
 // Both compute y = clamp(round(float(acc + bias) * (x_scale * w_scale[m] / y_scale))
 // + y_zp) on the exact int32 accumulator with round half to even. oneDNN adds
 // y_zp (and converts acc and bias) in float32 before it rounds, which can move a
@@ -62,6 +65,7 @@ class QLinearConvClampKernel final : public Kernel {
       SEQTO_ASSIGN_OR_RETURN(bool done, RunNative(ctx));
       if (done) return Clamp(ctx.output(0));
     }
+    if (channels_last_) return RunChannelsLastExact(ctx);
     SEQTO_RETURN_IF_ERROR(conv_->Run(ctx));
     return Clamp(ctx.output(0));
   }
@@ -120,8 +124,28 @@ class QLinearConvClampKernel final : public Kernel {
   quant::OutputClamp clamp_;
   du::WindowAttrs attrs_;
   int64_t group_ = 1;
+  bool channels_last_ = false;
 
  private:
+  // The exact path on channels-last tensors: the inner QLinearConv on a
+  // channels-first copy of X, its result copied back channels-last.
+  Status RunChannelsLastExact(KernelContext& ctx) {
+    const Tensor& x = ctx.input(kX);
+    if (x.rank() < 3)
+      return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected N x spatial x C (channels_last)");
+    const Tensor xc = ToChannelsFirst(x);
+    std::vector<const Tensor*> inputs;
+    for (int i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+    inputs[kX] = &xc;
+    quant::InnerContext inner(1);
+    inner.SetInputs(std::move(inputs));
+    SEQTO_RETURN_IF_ERROR(conv_->Run(inner));
+    const Tensor& yc = inner.output(0);
+    Tensor& y = ctx.Allocate(0, yc.dtype(), ChannelsLastShape(yc.shape()));
+    CopyToChannelsLast(yc, y);
+    return Clamp(y);
+  }
+
   Status Clamp(Tensor& y) const {
     if (!clamp_.NoOpFor(y.dtype())) quant::ClampInPlace(y, clamp_.lo, clamp_.hi);
     return Status::Ok();
@@ -143,8 +167,9 @@ class QLinearConvClampKernel final : public Kernel {
         pad_l.push_back(d.pad_begin);
         pad_r.push_back((d.out - 1) * d.stride + d.extent() - d.in - d.pad_begin);
       }
-      plan->user_src = du::PlainDesc(x, Dt(x_type));
-      plan->plain_dst = du::PlainDesc(dst_dims, Dt(p.y_type));
+      const du::Layout own = channels_last_ ? du::Layout::kNhwc : du::Layout::kPlain;
+      plan->user_src = du::ActivationDesc(x, own, Dt(x_type));
+      plan->plain_dst = du::ActivationDesc(dst_dims, own, Dt(p.y_type));
       const memory::desc bias_md({m}, memory::data_type::s32, memory::format_tag::x);
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            du::AnyDesc(x, Dt(x_type)), du::AnyDesc(wei_dims, memory::data_type::s8),
@@ -179,18 +204,22 @@ class QLinearConvClampKernel final : public Kernel {
   // The native path; false when this input does not fit it (the exact path runs).
   Expected<bool> RunNative(KernelContext& ctx) {
     const NativeParams& p = *native_;
-    const Tensor& x = ctx.input(kX);
-    if (!quant::Is8Bit(x.dtype()) || x.rank() != 4 || x.dim(1) != p.w_shape[1] * group_ || x.dim(1) == 0) return false;
+    const Tensor& x_in = ctx.input(kX);
+    if (!quant::Is8Bit(x_in.dtype()) || x_in.rank() != 4) return false;
+    // The N x C x H x W view (the shape oneDNN is given whatever the layout).
+    const Shape x_shape = channels_last_ ? ChannelsFirstShape(x_in.shape()) : x_in.shape();
+    if (x_shape[1] != p.w_shape[1] * group_ || x_shape[1] == 0) return false;
     if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != std::vector<int64_t>{p.w_shape[2], p.w_shape[3]})
       return false;
-    auto dims = du::ResolveWindow(attrs_, Shape{x.dim(2), x.dim(3)}, {p.w_shape[2], p.w_shape[3]});
+    auto dims = du::ResolveWindow(attrs_, Shape{x_shape[2], x_shape[3]}, {p.w_shape[2], p.w_shape[3]});
     if (!dims) return false;  // the exact path reports it
-    du::CacheKey key = du::ShapeKey({&x.shape()});
-    key.push_back(static_cast<int64_t>(x.dtype()));
-    auto plan = plans_.Get(key, [&] { return MakePlan(x.shape(), x.dtype(), *dims); });
+    du::CacheKey key = du::ShapeKey({&x_shape});
+    key.push_back(static_cast<int64_t>(x_in.dtype()));
+    auto plan = plans_.Get(key, [&] { return MakePlan(x_shape, x_in.dtype(), *dims); });
     if (!plan) return false;
-    Shape y_shape{x.dim(0), p.w_shape[0], (*dims)[0].out, (*dims)[1].out};
-    Tensor& y = ctx.Allocate(0, p.y_type, y_shape);
+    Shape y_shape{x_shape[0], p.w_shape[0], (*dims)[0].out, (*dims)[1].out};
+    Tensor& y = ctx.Allocate(0, p.y_type, channels_last_ ? ChannelsLastShape(y_shape) : y_shape);
+    const Tensor& x = x_in;
     if (y.numel() == 0) return true;
     SEQTO_RETURN_IF_ERROR(du::Guard("QLinearConv (com.seqto)", [&] {
       dnnl::stream& s = du::Stream();
@@ -229,12 +258,17 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearConvClamp(const KernelInit& init) {
   kernel->conv_node_.domain = "";
   kernel->conv_node_.attributes.erase("y_min");
   kernel->conv_node_.attributes.erase("y_max");
+  kernel->conv_node_.attributes.erase("channels_last");
   SEQTO_ASSIGN_OR_RETURN(kernel->conv_,
                          quant::MakeInnerKernel(kernel->conv_node_, 10, init.constant_inputs, init.reference_only));
   SEQTO_ASSIGN_OR_RETURN(kernel->attrs_, du::ParseWindowAttrs(init.node, false));
   SEQTO_ASSIGN_OR_RETURN(kernel->group_, init.node.attr_int("group", 1));
   if (kernel->group_ < 1)
     return UserError("attribute 'group' is " + std::to_string(kernel->group_) + ", expected >= 1");
+  SEQTO_ASSIGN_OR_RETURN(int64_t channels_last, init.node.attr_int("channels_last", 0));
+  if (channels_last != 0 && channels_last != 1)
+    return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", expected 0 or 1");
+  kernel->channels_last_ = channels_last == 1;
   kernel->PrepareNative(init);
   return std::unique_ptr<Kernel>(std::move(kernel));
 }

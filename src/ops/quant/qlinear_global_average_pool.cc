@@ -7,6 +7,11 @@
 // with S the exact integer sum of the plane and round half to even. The float path
 // (DequantizeLinear, a float sum, QuantizeLinear) rounds the sum of floats instead,
 // so the two can differ by one quantum next to a .5 tie.
+// channels_last = 1 (ONNX Runtime's attribute, set by seqto's layout pass): X is
+// N x D1..Dk x C and Y is N x 1..1 x C.
+#include <algorithm>
+#include <vector>
+
 #include "ops/quant/fused_util.h"
 #include "ops/registry.h"
 #include "ops/util.h"
@@ -16,6 +21,25 @@ namespace seqto::ops {
 namespace {
 
 enum Input { kX = 0, kXScale, kXZp, kYScale, kYZp };
+
+// Channels-last: each image's C sums run along the rows of its D1..Dk x C matrix.
+template <typename X, typename Y>
+void PoolChannelsLast(const X* x, Y* y, int64_t batch, int64_t count, int64_t channels, float sx, int32_t zx,
+                      float sy, int32_t zy, quant::ClampBounds bounds) {
+  ParallelFor(batch, count * channels, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> sums(static_cast<size_t>(channels));
+    for (int64_t n = begin; n < end; ++n) {
+      std::fill(sums.begin(), sums.end(), 0);
+      const X* xn = x + n * count * channels;
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t c = 0; c < channels; ++c) sums[c] += xn[i * channels + c];
+      for (int64_t c = 0; c < channels; ++c) {
+        const float mean = static_cast<float>(sums[c] - count * zx) * sx / static_cast<float>(count);
+        y[n * channels + c] = static_cast<Y>(quant::QuantizeClamped(mean / sy, bounds.lo, bounds.hi, zy));
+      }
+    }
+  });
+}
 
 template <typename X, typename Y>
 void Pool(const X* x, Y* y, int64_t planes, int64_t count, float sx, int32_t zx, float sy, int32_t zy,
@@ -33,29 +57,44 @@ void Pool(const X* x, Y* y, int64_t planes, int64_t count, float sx, int32_t zx,
 
 Expected<std::unique_ptr<Kernel>> MakeQLinearGlobalAveragePool(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(int64_t channels_last, init.node.attr_int("channels_last", 0));
-  if (channels_last != 0)
-    return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", only 0 (NCHW) is supported");
-  return MakeKernel([](KernelContext& ctx) -> Status {
+  if (channels_last != 0 && channels_last != 1)
+    return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", expected 0 or 1");
+  return MakeKernel([nhwc = channels_last == 1](KernelContext& ctx) -> Status {
     const Tensor& x = ctx.input(kX);
     if (!quant::Is8Bit(x.dtype())) return DTypeError(kX, x.dtype(), "uint8, int8");
     if (x.rank() < 3)
-      return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected rank >= 3 (N x C x spatial)");
+      return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ", expected rank >= 3 (" +
+                                (nhwc ? "N x spatial x C" : "N x C x spatial") + ")");
     SEQTO_ASSIGN_OR_RETURN(float sx, quant::ScalarScale(ctx, kXScale, "x_scale"));
     SEQTO_ASSIGN_OR_RETURN(float sy, quant::ScalarScale(ctx, kYScale, "y_scale"));
     SEQTO_ASSIGN_OR_RETURN(int32_t zx, quant::ScalarZp(ctx, kXZp, x.dtype(), "x_zero_point"));
     const DType y_type = ctx.has_input(kYZp) ? ctx.input(kYZp).dtype() : x.dtype();
     if (!quant::Is8Bit(y_type)) return DTypeError(kYZp, y_type, "uint8, int8");
     SEQTO_ASSIGN_OR_RETURN(int32_t zy, quant::ScalarZp(ctx, kYZp, y_type, "y_zero_point"));
-    const int64_t planes = x.dim(0) * x.dim(1);
+    const int64_t channels = nhwc ? x.dim(x.rank() - 1) : x.dim(1);
+    const int64_t planes = x.dim(0) * channels;
     const int64_t count = planes == 0 ? 0 : x.numel() / planes;
     if (count == 0 && planes > 0)
       return InputError(kX, "X has shape " + ShapeToString(x.shape()) + ": nothing to pool");
-    Shape y_shape = {x.dim(0), x.dim(1)};
-    y_shape.resize(x.shape().size(), 1);
+    Shape y_shape(x.shape().size(), 1);
+    y_shape[0] = x.dim(0);
+    y_shape[nhwc ? y_shape.size() - 1 : 1] = channels;
     Tensor& y = ctx.Allocate(0, y_type, y_shape);
     if (planes == 0) return Status::Ok();
     const quant::ClampBounds bounds(quant::RangeOf(y_type), zy);
     const bool xu8 = x.dtype() == DType::kUInt8, yu8 = y_type == DType::kUInt8;
+    if (nhwc) {
+      const int64_t n = x.dim(0);
+      if (xu8 && yu8)
+        PoolChannelsLast(x.data<uint8_t>(), y.data<uint8_t>(), n, count, channels, sx, zx, sy, zy, bounds);
+      else if (xu8)
+        PoolChannelsLast(x.data<uint8_t>(), y.data<int8_t>(), n, count, channels, sx, zx, sy, zy, bounds);
+      else if (yu8)
+        PoolChannelsLast(x.data<int8_t>(), y.data<uint8_t>(), n, count, channels, sx, zx, sy, zy, bounds);
+      else
+        PoolChannelsLast(x.data<int8_t>(), y.data<int8_t>(), n, count, channels, sx, zx, sy, zy, bounds);
+      return Status::Ok();
+    }
     if (xu8 && yu8)
       Pool(x.data<uint8_t>(), y.data<uint8_t>(), planes, count, sx, zx, sy, zy, bounds);
     else if (xu8)

@@ -1,0 +1,221 @@
+// Runs chains of 2-D convolutions channels-last (N x H x W x C) instead of ONNX's
+// N x C x H x W, so that activations go from one convolution to the next without a
+// layout conversion.
+//
+// Why: oneDNN's fast convolution kernels do not read NCHW (2.6 has only im2col +
+// GEMM for it), so a conv on NCHW tensors converts its input to NHWC or nChw16c and
+// its output back, every time. On a MobileNetV2 those conversions took more time
+// than the convolutions themselves (57% of oneDNN's time in float, 70% in int8).
+// ONNX Runtime avoids them the same way: its NCHWc and NHWC layout transformers.
+//
+// How: in one sweep over the (topologically sorted) graph,
+//   - every 2-D conv with a constant weight (float FusedConv / Conv, the int8
+//     com.seqto.QLinearConv) gets channels_last = 1: it reads the NHWC twin of its
+//     input (and of FusedConv's Sum) and writes an NHWC twin of its output;
+//   - an elementwise op whose data inputs all have NHWC twins (the others being
+//     scalars) runs on the twins too, as does com.seqto.QLinearGlobalAveragePool;
+//   - a twin that does not exist yet is made by a Transpose to NHWC (once per value),
+//     and a converted node's original output is kept, as a Transpose back to NCHW,
+//     only where something still reads it: a node that stayed channels-first, a graph
+//     output, or a value hooks must see.
+// So the graph keeps its meaning and every value keeps its name and NCHW shape; the
+// transposes are left only at the borders of conv regions (in a CNN: after the
+// input and before the classifier). A value in keep_values gets no twin: a hook may
+// override it, and its readers must see the override.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "rewrite/passes.h"
+
+namespace seqto::rewrite {
+
+namespace {
+
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+
+// A 2-D convolution whose weight is a constant of rank 4 (so X has rank 4).
+bool IsConvertibleConv(const ir::Graph& g, const ir::Node& n) {
+  if (n.outputs.size() != 1 || n.inputs.empty()) return false;
+  int w_index = -1;
+  if (n.domain.empty() && n.op_type == "Conv") w_index = 1;
+  if (n.domain == "com.seqto" && n.op_type == "FusedConv") w_index = 1;
+  if (n.domain == "com.seqto" && n.op_type == "QLinearConv") w_index = 3;
+  if (w_index < 0 || static_cast<int>(n.inputs.size()) <= w_index) return false;
+  auto w = g.initializers.find(n.inputs[w_index]);
+  if (w == g.initializers.end() || w->second.rank() != 4) return false;
+  // Float convs run on oneDNN's float kernels, int8 ones on its int8 kernels.
+  if (w_index == 1) return w->second.dtype() == DType::kFloat32;
+  return w->second.dtype() == DType::kInt8 || w->second.dtype() == DType::kUInt8;
+}
+
+// Ops that compute the same in any layout when every input is either in that
+// layout or a scalar: elementwise ops (numpy broadcasting of a scalar is layout-free).
+bool IsElementwise(const ir::Node& n) {
+  static const std::set<std::string> kOnnx = {
+      "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
+      "Abs",  "Neg",       "Exp",  "Log",     "Sqrt", "Reciprocal",  "Floor",     "Ceil", "Round", "Erf",
+      "Add",  "Sub",       "Mul",  "Div",     "Max",  "Min",         "QuantizeLinear"};
+  if (n.domain.empty()) return kOnnx.count(n.op_type) && !n.has_attr("broadcast");
+  return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd");
+}
+
+class ChannelsLastPass {
+ public:
+  ChannelsLastPass(const ir::Graph& g, const OptimizeOptions& options) : g_(g), options_(options) {
+    for (const auto& n : g.nodes) {
+      node_names_.insert(n.name);
+      for (const auto& v : n.inputs) value_names_.insert(v);
+      for (const auto& v : n.outputs) value_names_.insert(v);
+    }
+    for (const auto& v : g.inputs) value_names_.insert(v.name);
+    for (const auto& [name, t] : g.initializers) value_names_.insert(name);
+    for (const auto& o : g.outputs) graph_outputs_.insert(o.name);
+  }
+
+  GraphPatch Run() {
+    std::vector<ir::Node> converted;
+    for (const ir::Node& n : g_.nodes) {
+      if (IsConvertibleConv(g_, n) && SumFits(n)) {
+        converted.push_back(ConvertConv(n));
+      } else if (auto node = TryConvertElementwise(n)) {
+        converted.push_back(std::move(*node));
+      }
+    }
+    GraphPatch patch;
+    if (converted.empty()) return patch;
+    // Which original outputs are still read: by a node that stayed as it was, by a
+    // converted node through a non-data input, as graph outputs, or by hooks.
+    std::set<std::string> converted_names, read;
+    for (const auto& n : converted) converted_names.insert(n.name);
+    for (const auto& n : g_.nodes)
+      if (!converted_names.count(n.name))
+        for (const auto& v : n.inputs) read.insert(v);
+    for (const auto& n : converted)
+      for (const auto& v : n.inputs) read.insert(v);
+    for (const auto& n : to_nhwc_) read.insert(n.inputs[0]);
+    for (auto& n : converted) patch.ReplaceNode(std::move(n));
+    for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
+    for (const auto& [original, twin] : produced_) {
+      if (!read.count(original) && !graph_outputs_.count(original) && !options_.keep_values.count(original)) continue;
+      patch.AddNode(MakeTranspose(twin, original, kToNchw));
+    }
+    return patch;
+  }
+
+ private:
+  // FusedConv's Sum must have rank 4 for its twin to exist; unknown ranks stay NCHW.
+  bool SumFits(const ir::Node& n) const {
+    if (n.op_type != "FusedConv" || n.inputs.size() <= 3 || n.inputs[3].empty()) return true;
+    const std::string& sum = n.inputs[3];
+    if (twins_.count(sum)) return true;
+    if (auto it = g_.initializers.find(sum); it != g_.initializers.end()) return it->second.rank() == 4;
+    for (const auto* infos : {&g_.inputs, &g_.value_infos})
+      for (const auto& info : *infos)
+        if (info.name == sum) return info.shape && info.shape->size() == 4;
+    return false;
+  }
+
+  ir::Node ConvertConv(const ir::Node& conv) {
+    ir::Node n = conv;
+    if (n.domain.empty()) {  // a Conv nothing was fused into: a FusedConv without post-ops
+      n.domain = "com.seqto";
+      n.op_type = "FusedConv";
+    }
+    SetChannelsLast(n);
+    n.inputs[0] = Twin(n.inputs[0]);
+    if (n.op_type == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty()) n.inputs[3] = Twin(n.inputs[3]);
+    RedirectOutput(n);
+    return n;
+  }
+
+  // An elementwise op (or the int8 global pooling) whose inputs all have NHWC twins
+  // or are scalars, at least one a twin: it joins the channels-last region.
+  std::optional<ir::Node> TryConvertElementwise(const ir::Node& node) {
+    const bool pool = node.domain == "com.seqto" && node.op_type == "QLinearGlobalAveragePool";
+    if (!(pool && !node.has_attr("channels_last")) && !IsElementwise(node)) return std::nullopt;
+    if (node.outputs.size() != 1) return std::nullopt;
+    bool any_twin = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const std::string& v = node.inputs[i];
+      if (v.empty()) continue;
+      if (twins_.count(v) && (!pool || i == 0)) {
+        any_twin = true;
+        continue;
+      }
+      auto it = g_.initializers.find(v);
+      if (it == g_.initializers.end() || it->second.numel() != 1) return std::nullopt;
+    }
+    if (!any_twin) return std::nullopt;  // only extend existing channels-last regions
+    ir::Node n = node;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty() && twins_.count(n.inputs[i]) && (!pool || i == 0)) n.inputs[i] = twins_.at(n.inputs[i]);
+    if (pool) SetChannelsLast(n);
+    RedirectOutput(n);
+    return n;
+  }
+
+  static void SetChannelsLast(ir::Node& n) {
+    ir::Attribute& a = n.attributes["channels_last"];
+    a.type = ir::Attribute::Type::kInt;
+    a.i = 1;
+  }
+
+  // The converted node writes a new NHWC value; its original output becomes that
+  // value's twin (unless hooks may override it).
+  void RedirectOutput(ir::Node& n) {
+    const std::string original = n.outputs[0];
+    const std::string twin = FreshValue(original + "/nhwc");
+    n.outputs[0] = twin;
+    produced_.emplace_back(original, twin);
+    if (!options_.keep_values.count(original)) twins_[original] = twin;
+  }
+
+  // The NHWC twin of an NCHW value, made by a Transpose the first time it is needed.
+  std::string Twin(const std::string& value) {
+    auto it = twins_.find(value);
+    if (it != twins_.end()) return it->second;
+    const std::string twin = FreshValue(value + "/nhwc");
+    to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc));
+    twins_[value] = twin;
+    return twin;
+  }
+
+  ir::Node MakeTranspose(const std::string& from, const std::string& to, const std::vector<int64_t>& perm) {
+    ir::Node t;
+    t.op_type = "Transpose";
+    t.name = FreshNode(to + (perm == kToNhwc ? "/to_nhwc" : "/to_nchw"));
+    t.inputs = {from};
+    t.outputs = {to};
+    ir::Attribute& a = t.attributes["perm"];
+    a.type = ir::Attribute::Type::kInts;
+    a.ints = perm;
+    return t;
+  }
+
+  std::string FreshValue(std::string name) { return Fresh(std::move(name), value_names_); }
+  std::string FreshNode(std::string name) { return Fresh(std::move(name), node_names_); }
+  static std::string Fresh(std::string name, std::set<std::string>& used) {
+    const std::string base = name;
+    for (int k = 1; used.count(name); ++k) name = base + "_" + std::to_string(k);
+    used.insert(name);
+    return name;
+  }
+
+  const ir::Graph& g_;
+  const OptimizeOptions& options_;
+  std::set<std::string> node_names_, value_names_, graph_outputs_;
+  std::map<std::string, std::string> twins_;                  // NCHW value -> its NHWC twin
+  std::vector<std::pair<std::string, std::string>> produced_;  // (original output, twin) of converted nodes
+  std::vector<ir::Node> to_nhwc_;                              // Transposes that make twins
+};
+
+}  // namespace
+
+GraphPatch ChannelsLast(const ir::Graph& graph, const OptimizeOptions& options) {
+  return ChannelsLastPass(graph, options).Run();
+}
+
+}  // namespace seqto::rewrite

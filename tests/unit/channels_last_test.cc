@@ -1,0 +1,294 @@
+// The channels-last layout pass (rewrite/channels_last.cc) and the kernels it
+// switches to NHWC: the optimized graph must compute what the plain one does, keep
+// every value's name and NCHW shape, and leave Transposes only at region borders.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <random>
+
+#include "core/npy.h"
+#include "onnxio/model_io.h"
+#include "quant/calib/calibrate.h"
+#include "quant/quantize.h"
+#include "rewrite/passes.h"
+#include "runtime/session.h"
+#include "support/test_models.h"
+
+namespace seqto {
+namespace {
+
+using runtime::Session;
+using runtime::SessionOptions;
+using runtime::TensorMap;
+using testing::Ints;
+using testing::MakeNode;
+using testing::RandomTensor;
+
+// x [N, 5, 9, 7] -> conv 3x3 -> Relu -> depthwise 3x3 stride 2 -> Clip(0, 6) = d
+//   -> pointwise 1x1 = p -> conv 3x3 dilation 2 -> Add(p) -> Relu = r (a graph output)
+//   -> Mul(0.5) -> Sigmoid -> GlobalAveragePool -> Flatten = y
+// Odd channel counts (5, 8, 6) and sizes, every kind of conv the CNNs have, a
+// residual Add that fuses as the conv's sum, elementwise ops after the last conv.
+ir::Model ChainModel(std::mt19937& rng) {
+  ir::Model m;
+  m.opsets[""] = 13;
+  auto& g = m.graph;
+  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {5}, {9}, {7}}});
+  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+  g.outputs.push_back({"r", DType::kFloat32, std::nullopt});
+  auto conv = [&](const std::string& name, const std::string& in, const std::string& out, Shape w_shape,
+                  std::vector<int64_t> pads, int64_t group = 1, int64_t stride = 1, int64_t dilation = 1) {
+    g.initializers[name + ".w"] = RandomTensor(w_shape, rng, -0.5f, 0.5f);
+    g.initializers[name + ".b"] = RandomTensor({w_shape[0]}, rng);
+    ir::Node n = MakeNode(name, "Conv", {in, name + ".w", name + ".b"}, {out});
+    n.attributes["pads"] = Ints(std::move(pads));
+    n.attributes["group"] = testing::Int(group);
+    n.attributes["strides"] = Ints({stride, stride});
+    n.attributes["dilations"] = Ints({dilation, dilation});
+    g.nodes.push_back(n);
+  };
+  conv("conv_a", "x", "a", {8, 5, 3, 3}, {1, 1, 1, 1});
+  g.nodes.push_back(MakeNode("relu_a", "Relu", {"a"}, {"ra"}));
+  conv("conv_dw", "ra", "dw", {8, 1, 3, 3}, {1, 1, 1, 1}, 8, 2);
+  g.initializers["zero"] = Tensor::Scalar<float>(0.f);
+  g.initializers["six"] = Tensor::Scalar<float>(6.f);
+  g.nodes.push_back(MakeNode("clip_dw", "Clip", {"dw", "zero", "six"}, {"d"}));
+  conv("conv_pw", "d", "p", {6, 8, 1, 1}, {0, 0, 0, 0});
+  conv("conv_e", "p", "e", {6, 6, 3, 3}, {2, 2, 2, 2}, 1, 1, 2);
+  g.nodes.push_back(MakeNode("add", "Add", {"e", "p"}, {"s"}));
+  g.nodes.push_back(MakeNode("relu_s", "Relu", {"s"}, {"r"}));
+  g.initializers["half"] = Tensor::Scalar<float>(0.5f);
+  g.nodes.push_back(MakeNode("mul", "Mul", {"r", "half"}, {"m"}));
+  g.nodes.push_back(MakeNode("sigmoid", "Sigmoid", {"m"}, {"sg"}));
+  g.nodes.push_back(MakeNode("gap", "GlobalAveragePool", {"sg"}, {"gp"}));
+  g.nodes.push_back(MakeNode("flatten", "Flatten", {"gp"}, {"y"}));
+  return m;
+}
+
+std::map<std::string, int> OpCounts(const ir::Graph& g) {
+  std::map<std::string, int> ops;
+  for (const auto& n : g.nodes) ++ops[n.op_type];
+  return ops;
+}
+
+void ExpectClose(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  const auto va = a.ToDoubles(), vb = b.ToDoubles();
+  for (size_t i = 0; i < va.size(); ++i)
+    ASSERT_NEAR(va[i], vb[i], 1e-5 + 1e-4 * std::fabs(va[i])) << what << " at " << i;
+}
+
+TensorMap RunModel(const ir::Model& m, const SessionOptions& o, const TensorMap& feeds,
+                   const runtime::RunHooks* hooks = nullptr) {
+  auto s = Session::Create(m, o);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(feeds, hooks);
+  EXPECT_TRUE(out.ok()) << out.error().message;
+  return out.ok() ? *out : TensorMap{};
+}
+
+SessionOptions Plain() {
+  SessionOptions o;
+  o.optimize = false;
+  o.reference_only = true;
+  return o;
+}
+
+TEST(ChannelsLast, ConvChainLeavesTransposesOnlyAtTheBorders) {
+  std::mt19937 rng(1);
+  ir::Model m = ChainModel(rng);
+  ir::Graph g = m.graph;
+  ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+  const auto ops = OpCounts(g);
+  // x to NHWC; back to NCHW for the graph output r and for GlobalAveragePool.
+  EXPECT_EQ(ops.at("Transpose"), 3);
+  EXPECT_EQ(ops.at("FusedConv"), 4);
+  for (const auto& n : g.nodes) {
+    if (n.op_type == "FusedConv") {
+      EXPECT_TRUE(n.has_attr("channels_last")) << n.name;
+    }
+  }
+  // Mul and Sigmoid ran on the NHWC twins: GlobalAveragePool reads Sigmoid's output
+  // through the one Transpose back.
+  // Every original value that is still computed keeps its name.
+  std::set<std::string> produced;
+  for (const auto& n : g.nodes) produced.insert(n.outputs.begin(), n.outputs.end());
+  for (const char* v : {"r", "sg", "y"}) EXPECT_TRUE(produced.count(v)) << v;
+}
+
+TEST(ChannelsLast, ComputesWhatThePlainGraphDoes) {
+  std::mt19937 rng(2);
+  const ir::Model m = ChainModel(rng);
+  for (int64_t batch : {1, 3}) {
+    const TensorMap feeds{{"x", RandomTensor({batch, 5, 9, 7}, rng)}};
+    const TensorMap want = RunModel(m, Plain(), feeds);
+    ASSERT_EQ(want.size(), 2u);
+    // The fast kernels, and the channels-last kernels' reference paths.
+    for (bool reference : {false, true}) {
+      SessionOptions o;
+      o.reference_only = reference;
+      const TensorMap got = RunModel(m, o, feeds);
+      ASSERT_EQ(got.size(), 2u);
+      for (const char* name : {"y", "r"}) ExpectClose(want.at(name), got.at(name), name);
+    }
+  }
+}
+
+// A value hooks must see keeps its NCHW tensor, and an override of it reaches every
+// reader, the channels-last ones included.
+TEST(ChannelsLast, KeptValuesAreObservedAndOverriddenChannelsFirst) {
+  std::mt19937 rng(3);
+  const ir::Model m = ChainModel(rng);
+  const TensorMap feeds{{"x", RandomTensor({2, 5, 9, 7}, rng)}};
+  Tensor seen_plain, seen_fast;
+  auto hooks_for = [](Tensor& seen) {
+    runtime::RunHooks h;
+    h.observe = [&seen](const std::string& name, const Tensor& v) {
+      if (name == "d") seen = v.Clone();
+    };
+    h.override_value = [](const std::string& name, const Tensor& v) -> std::optional<Tensor> {
+      if (name != "d") return std::nullopt;
+      Tensor t = v.Clone();
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] = 1.f - p[i];
+      return t;
+    };
+    return h;
+  };
+  SessionOptions plain = Plain(), fast;
+  plain.keep_values = fast.keep_values = {"d"};
+  const auto hp = hooks_for(seen_plain), hf = hooks_for(seen_fast);
+  const TensorMap want = RunModel(m, plain, feeds, &hp);
+  const TensorMap got = RunModel(m, fast, feeds, &hf);
+  ASSERT_TRUE(seen_plain.defined() && seen_fast.defined());
+  EXPECT_EQ(seen_fast.shape(), (Shape{2, 8, 5, 4}));
+  ExpectClose(seen_plain, seen_fast, "d");
+  for (const char* name : {"y", "r"}) ExpectClose(want.at(name), got.at(name), name);
+}
+
+// A broadcast Sum (rank 4, but [1, C, 1, 1]) runs through the fused conv's unfused
+// fallback in channels-last too.
+TEST(ChannelsLast, BroadcastSumStaysCorrect) {
+  std::mt19937 rng(4);
+  ir::Model m = ChainModel(rng);
+  m.graph.initializers["chan"] = RandomTensor({1, 6, 1, 1}, rng);
+  for (auto& n : m.graph.nodes)
+    if (n.name == "add") n.inputs = {"e", "chan"};
+  ir::Graph g = m.graph;
+  ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+  bool fused_chan = false;
+  for (const auto& n : g.nodes) fused_chan |= n.op_type == "FusedConv" && n.has_attr("channels_last") &&
+                                              std::count(n.inputs.begin(), n.inputs.end(), "chan/nhwc") == 1;
+  EXPECT_TRUE(fused_chan);
+  const TensorMap feeds{{"x", RandomTensor({2, 5, 9, 7}, rng)}};
+  const TensorMap want = RunModel(m, Plain(), feeds);
+  const TensorMap got = RunModel(m, {}, feeds);
+  for (const char* name : {"y", "r"}) ExpectClose(want.at(name), got.at(name), name);
+}
+
+TEST(ChannelsLast, InternalOpsRejectABadAttribute) {
+  std::mt19937 rng(5);
+  ir::Model m = ChainModel(rng);
+  ir::Graph g = m.graph;
+  rewrite::OptimizeOptions o;
+  o.channels_last = false;
+  ASSERT_TRUE(rewrite::Optimize(g, o).ok());
+  for (auto& n : g.nodes)
+    if (n.op_type == "FusedConv") n.attributes["channels_last"] = testing::Int(2);
+  m.graph = g;
+  m.opsets["com.seqto"] = 1;
+  SessionOptions so;
+  so.optimize = false;
+  auto s = Session::Create(m, so);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("channels_last"), std::string::npos) << s.error().message;
+}
+
+// The bundled Fashion-MNIST CNNs quantized by quant/ (static, per-channel, MinMax on
+// the 8 sample images): every integer conv and the pooled tail run channels-last,
+// and the result is what the channels-first int8 graph gives (exactly on the exact
+// paths; on oneDNN's, within the one-quantum tie differences its kernels may have).
+ir::Model QuantizedExample(const std::string& name, const Tensor& x) {
+  const std::string dir = std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/";
+  auto model = onnxio::LoadModel(dir + name + ".onnx");
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  quant::QuantOptions qo;
+  qo.per_channel = true;
+  auto prepared = quant::QuantPlan::Prepare(*model);
+  EXPECT_TRUE(prepared.ok()) << prepared.error().message;
+  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, qo);
+  EXPECT_TRUE(tensors.ok()) << tensors.error().message;
+  const std::string input = prepared->graph.inputs.at(0).name;
+  bool fed = false;
+  auto stats = quant::Calibrate(*prepared, *tensors, [&](TensorMap& feeds) -> Expected<bool> {
+    if (fed) return false;
+    feeds[input] = x;
+    return fed = true;
+  }, qo.calibration_options);
+  EXPECT_TRUE(stats.ok()) << stats.error().message;
+  auto ranges = stats->Ranges(qo.calibration);
+  EXPECT_TRUE(ranges.ok()) << ranges.error().message;
+  auto plan = quant::QuantPlan::Create(*prepared, qo, &*ranges);
+  EXPECT_TRUE(plan.ok()) << plan.error().message;
+  auto qdq = plan->Materialize();
+  EXPECT_TRUE(qdq.ok()) << qdq.error().message;
+  return *qdq;
+}
+
+TEST(ChannelsLast, QuantizedExamplesRunChannelsLast) {
+  const std::string dir = std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/";
+  auto x = ReadNpy(dir + "sample_input.npy");
+  ASSERT_TRUE(x.ok()) << x.error().message;
+  for (const std::string name : {"resnet", "mobilenetv2"}) {
+    SCOPED_TRACE(name);
+    const ir::Model qdq = QuantizedExample(name, *x);
+    ir::Graph g = qdq.graph;
+    ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+    int convs = 0, nhwc_convs = 0, transposes = 0;
+    for (const auto& n : g.nodes) {
+      if (n.op_type == "QLinearConv") {
+        ++convs;
+        nhwc_convs += n.has_attr("channels_last");
+      }
+      transposes += n.op_type == "Transpose";
+    }
+    EXPECT_GT(convs, 0);
+    EXPECT_EQ(nhwc_convs, convs);
+    // One after the input's QuantizeLinear, one after the pooling ([N, 1, 1, C]: a
+    // free reshape).
+    EXPECT_EQ(transposes, 2);
+
+    const std::string input = qdq.graph.inputs.at(0).name;
+    const TensorMap feeds{{input, *x}};
+    for (bool reference : {true, false}) {
+      SCOPED_TRACE(reference ? "exact paths" : "oneDNN paths");
+      SessionOptions first, last;
+      first.channels_last = false;
+      first.reference_only = last.reference_only = reference;
+      const TensorMap a = RunModel(qdq, first, feeds), b = RunModel(qdq, last, feeds);
+      ASSERT_EQ(a.size(), 1u);
+      ASSERT_EQ(b.size(), 1u);
+      const auto va = a.begin()->second.ToDoubles(), vb = b.begin()->second.ToDoubles();
+      ASSERT_EQ(va.size(), vb.size());
+      if (reference) {
+        EXPECT_EQ(va, vb);
+        continue;
+      }
+      std::vector<double> sorted = va;
+      std::sort(sorted.begin(), sorted.end());
+      double quantum = 1e9;
+      for (size_t i = 1; i < sorted.size(); ++i)
+        if (sorted[i] - sorted[i - 1] > 1e-6) quantum = std::min(quantum, sorted[i] - sorted[i - 1]);
+      double max_diff = 0;
+      for (size_t i = 0; i < va.size(); ++i) max_diff = std::max(max_diff, std::fabs(va[i] - vb[i]));
+      EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace seqto
