@@ -9,8 +9,11 @@
 // process by tools/ort/ort_run.js, so process start-up and model loading do not
 // count), each after W untimed warm-up runs, on the same random input. For QDQ
 // models also seqto without graph optimizations: the unfused QDQ graph in float
-// (DequantizeLinear -> float op -> QuantizeLinear), what the QDQ fusion saves.
-// Prints a table: model, batch, threads, seqto ms, ort ms, seqto/ort, unfused ms.
+// (DequantizeLinear -> float op -> QuantizeLinear), what the QDQ fusion saves, and,
+// when the float model X ran before X_qdq in the same run, seqto's int8 speed-up
+// over its own float (X's seqto ms / X_qdq's).
+// Prints a table: model, batch, threads, seqto ms, ort ms, seqto/ort, unfused ms,
+// int8 speed-up.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -38,6 +41,7 @@ struct Row {
   int batch = 0, threads = 0;
   double seqto_ms = -1, ort_ms = -1;  // median; -1: not measured
   double unfused_ms = -1;             // QDQ models: seqto with optimize = false
+  double float_ms = -1;               // QDQ models: seqto on the float model, same batch and threads
   std::string note;
 };
 
@@ -66,15 +70,18 @@ std::string Fmt(double ms) {
   return buf;
 }
 
+// a / b with two decimals (and `suffix`), or "n/a" when either is missing.
+std::string Ratio(double a, double b, const char* suffix = "") {
+  if (a <= 0 || b <= 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%s", a / b, suffix);
+  return buf;
+}
+
 void PrintRow(const Row& r) {
-  const std::string ratio = r.seqto_ms > 0 && r.ort_ms > 0 ? [&] {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f", r.seqto_ms / r.ort_ms);
-    return std::string(buf);
-  }()
-                                                            : "n/a";
-  std::printf("%-16s %6d %8d %12s %12s %10s %12s%s%s\n", r.model.c_str(), r.batch, r.threads, Fmt(r.seqto_ms).c_str(),
-              Fmt(r.ort_ms).c_str(), ratio.c_str(), Fmt(r.unfused_ms).c_str(), r.note.empty() ? "" : "   ",
+  std::printf("%-16s %6d %8d %12s %12s %10s %12s %10s%s%s\n", r.model.c_str(), r.batch, r.threads,
+              Fmt(r.seqto_ms).c_str(), Fmt(r.ort_ms).c_str(), Ratio(r.seqto_ms, r.ort_ms).c_str(),
+              Fmt(r.unfused_ms).c_str(), Ratio(r.float_ms, r.seqto_ms, "x").c_str(), r.note.empty() ? "" : "   ",
               r.note.c_str());
   std::fflush(stdout);
 }
@@ -137,8 +144,8 @@ int main(int argc, char** argv) {
   }
   std::printf("seqto engine vs ONNX Runtime: median latency of %d runs after %d warm-up%s\n", runs, warmup,
               warmup == 1 ? "" : "s");
-  std::printf("%-16s %6s %8s %12s %12s %10s %12s\n", "model", "batch", "threads", "seqto ms", "ort ms", "seqto/ort",
-              "unfused ms");
+  std::printf("%-16s %6s %8s %12s %12s %10s %12s %10s\n", "model", "batch", "threads", "seqto ms", "ort ms",
+              "seqto/ort", "unfused ms", "int8 gain");
   std::fflush(stdout);
 
   std::vector<Row> rows;
@@ -181,6 +188,11 @@ int main(int argc, char** argv) {
           failed = true;
         }
         if (IsQdq(*model)) {
+          const std::string float_name = name.size() > 4 && name.compare(name.size() - 4, 4, "_qdq") == 0
+                                             ? name.substr(0, name.size() - 4)
+                                             : "";
+          for (const Row& f : rows)
+            if (f.model == float_name && f.batch == batch && f.threads == threads) row.float_ms = f.seqto_ms;
           auto unfused = TimeSeqto(*model, input, threads, runs, warmup, /*optimize=*/false);
           if (unfused)
             row.unfused_ms = unfused->p50;
@@ -217,6 +229,10 @@ int main(int argc, char** argv) {
       o["ort_ms"] = r.ort_ms < 0 ? nlohmann::json() : nlohmann::json(r.ort_ms);
       o["ratio"] = r.seqto_ms > 0 && r.ort_ms > 0 ? nlohmann::json(r.seqto_ms / r.ort_ms) : nlohmann::json();
       if (r.unfused_ms >= 0) o["unfused_ms"] = r.unfused_ms;
+      if (r.float_ms > 0 && r.seqto_ms > 0) {
+        o["float_ms"] = r.float_ms;
+        o["int8_speedup"] = r.float_ms / r.seqto_ms;
+      }
       if (!r.note.empty()) o["error"] = r.note;
       j["rows"].push_back(o);
     }
