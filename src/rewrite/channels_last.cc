@@ -55,9 +55,9 @@ bool IsConvertibleConv(const ir::Graph& g, const ir::Node& n) {
 // layout or a scalar: elementwise ops (numpy broadcasting of a scalar is layout-free).
 bool IsElementwise(const ir::Node& n) {
   static const std::set<std::string> kOnnx = {
-      "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
-      "Abs",  "Neg",       "Exp",  "Log",     "Sqrt", "Reciprocal",  "Floor",     "Ceil", "Round", "Erf",
-      "Add",  "Sub",       "Mul",  "Div",     "Max",  "Min",         "QuantizeLinear"};
+      "Relu",     "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",  "Elu",   "Selu",
+      "Softplus", "Abs",       "Neg",  "Exp",     "Log",  "Sqrt",        "Reciprocal", "Floor", "Ceil",
+      "Round",    "Erf",       "Add",  "Sub",     "Mul",  "Div",         "Max",        "Min",   "QuantizeLinear"};
   if (n.domain.empty()) return kOnnx.count(n.op_type) && !n.has_attr("broadcast");
   return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd");
 }
@@ -78,7 +78,7 @@ class ChannelsLastPass {
   GraphPatch Run() {
     std::vector<ir::Node> converted;
     for (const ir::Node& n : g_.nodes) {
-      if (IsConvertibleConv(g_, n) && SumFits(n)) {
+      if (IsConvertibleConv(g_, n) && RankMayBe4(n.inputs[0]) && SumFits(n)) {
         converted.push_back(ConvertConv(n));
       } else if (auto node = TryConvertElementwise(n)) {
         converted.push_back(std::move(*node));
@@ -100,22 +100,31 @@ class ChannelsLastPass {
     for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
     for (const auto& [original, twin] : produced_) {
       if (!read.count(original) && !graph_outputs_.count(original) && !options_.keep_values.count(original)) continue;
-      patch.AddNode(MakeTranspose(twin, original, kToNchw));
+      patch.AddNode(MakeTranspose(twin, original, kToNchw, original + "/to_nchw"));
     }
     return patch;
   }
 
  private:
+  // The rank of a value when the graph says (initializers, inputs, shape inference).
+  std::optional<size_t> KnownRank(const std::string& v) const {
+    if (twins_.count(v)) return 4;
+    if (auto it = g_.initializers.find(v); it != g_.initializers.end()) return it->second.shape().size();
+    for (const auto* infos : {&g_.inputs, &g_.value_infos})
+      for (const auto& info : *infos)
+        if (info.name == v && info.shape) return info.shape->size();
+    return std::nullopt;
+  }
+  // A conv whose X is known not to have rank 4 is malformed: it stays as it is, so
+  // that its own kernel reports the error.
+  bool RankMayBe4(const std::string& x) const {
+    const auto rank = KnownRank(x);
+    return !rank || *rank == 4;
+  }
   // FusedConv's Sum must have rank 4 for its twin to exist; unknown ranks stay NCHW.
   bool SumFits(const ir::Node& n) const {
     if (n.op_type != "FusedConv" || n.inputs.size() <= 3 || n.inputs[3].empty()) return true;
-    const std::string& sum = n.inputs[3];
-    if (twins_.count(sum)) return true;
-    if (auto it = g_.initializers.find(sum); it != g_.initializers.end()) return it->second.rank() == 4;
-    for (const auto* infos : {&g_.inputs, &g_.value_infos})
-      for (const auto& info : *infos)
-        if (info.name == sum) return info.shape && info.shape->size() == 4;
-    return false;
+    return KnownRank(n.inputs[3]) == std::optional<size_t>(4);
   }
 
   ir::Node ConvertConv(const ir::Node& conv) {
@@ -125,8 +134,9 @@ class ChannelsLastPass {
       n.op_type = "FusedConv";
     }
     SetChannelsLast(n);
-    n.inputs[0] = Twin(n.inputs[0]);
-    if (n.op_type == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty()) n.inputs[3] = Twin(n.inputs[3]);
+    n.inputs[0] = Twin(n.inputs[0], conv.name);
+    if (n.op_type == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty())
+      n.inputs[3] = Twin(n.inputs[3], conv.name);
     RedirectOutput(n);
     return n;
   }
@@ -173,20 +183,22 @@ class ChannelsLastPass {
     if (!options_.keep_values.count(original)) twins_[original] = twin;
   }
 
-  // The NHWC twin of an NCHW value, made by a Transpose the first time it is needed.
-  std::string Twin(const std::string& value) {
+  // The NHWC twin of an NCHW value, made by a Transpose the first time it is needed
+  // (named after the node that needed it: an error in it is about that node's input).
+  std::string Twin(const std::string& value, const std::string& reader) {
     auto it = twins_.find(value);
     if (it != twins_.end()) return it->second;
     const std::string twin = FreshValue(value + "/nhwc");
-    to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc));
+    to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc, reader + "/input_to_nhwc"));
     twins_[value] = twin;
     return twin;
   }
 
-  ir::Node MakeTranspose(const std::string& from, const std::string& to, const std::vector<int64_t>& perm) {
+  ir::Node MakeTranspose(const std::string& from, const std::string& to, const std::vector<int64_t>& perm,
+                         const std::string& name) {
     ir::Node t;
     t.op_type = "Transpose";
-    t.name = FreshNode(to + (perm == kToNhwc ? "/to_nhwc" : "/to_nchw"));
+    t.name = FreshNode(name);
     t.inputs = {from};
     t.outputs = {to};
     ir::Attribute& a = t.attributes["perm"];
@@ -207,7 +219,7 @@ class ChannelsLastPass {
   const ir::Graph& g_;
   const OptimizeOptions& options_;
   std::set<std::string> node_names_, value_names_, graph_outputs_;
-  std::map<std::string, std::string> twins_;                  // NCHW value -> its NHWC twin
+  std::map<std::string, std::string> twins_;                   // NCHW value -> its NHWC twin
   std::vector<std::pair<std::string, std::string>> produced_;  // (original output, twin) of converted nodes
   std::vector<ir::Node> to_nhwc_;                              // Transposes that make twins
 };

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
 
 #include "core/npy.h"
 #include "onnxio/model_io.h"
@@ -181,13 +181,27 @@ TEST(ChannelsLast, BroadcastSumStaysCorrect) {
   ir::Graph g = m.graph;
   ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
   bool fused_chan = false;
-  for (const auto& n : g.nodes) fused_chan |= n.op_type == "FusedConv" && n.has_attr("channels_last") &&
-                                              std::count(n.inputs.begin(), n.inputs.end(), "chan/nhwc") == 1;
+  for (const auto& n : g.nodes)
+    fused_chan |= n.op_type == "FusedConv" && n.has_attr("channels_last") &&
+                  std::count(n.inputs.begin(), n.inputs.end(), "chan/nhwc") == 1;
   EXPECT_TRUE(fused_chan);
   const TensorMap feeds{{"x", RandomTensor({2, 5, 9, 7}, rng)}};
   const TensorMap want = RunModel(m, Plain(), feeds);
   const TensorMap got = RunModel(m, {}, feeds);
   for (const char* name : {"y", "r"}) ExpectClose(want.at(name), got.at(name), name);
+}
+
+// A conv whose input has the wrong rank is not converted: the error is the conv's.
+TEST(ChannelsLast, WrongRankInputIsTheConvsError) {
+  std::mt19937 rng(6);
+  ir::Model m = ChainModel(rng);
+  m.graph.inputs[0].shape = std::vector<ir::Dim>{{-1, "N"}, {5}, {9}};
+  auto s = Session::Create(m, {});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto out = (*s)->Run({{"x", RandomTensor({2, 5, 9}, rng)}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("'conv_a'"), std::string::npos) << out.error().message;
+  EXPECT_EQ(out.error().message.find("Transpose"), std::string::npos) << out.error().message;
 }
 
 TEST(ChannelsLast, InternalOpsRejectABadAttribute) {
@@ -224,11 +238,14 @@ ir::Model QuantizedExample(const std::string& name, const Tensor& x) {
   EXPECT_TRUE(tensors.ok()) << tensors.error().message;
   const std::string input = prepared->graph.inputs.at(0).name;
   bool fed = false;
-  auto stats = quant::Calibrate(*prepared, *tensors, [&](TensorMap& feeds) -> Expected<bool> {
-    if (fed) return false;
-    feeds[input] = x;
-    return fed = true;
-  }, qo.calibration_options);
+  auto stats = quant::Calibrate(
+      *prepared, *tensors,
+      [&](TensorMap& feeds) -> Expected<bool> {
+        if (fed) return false;
+        feeds[input] = x;
+        return fed = true;
+      },
+      qo.calibration_options);
   EXPECT_TRUE(stats.ok()) << stats.error().message;
   auto ranges = stats->Ranges(qo.calibration);
   EXPECT_TRUE(ranges.ok()) << ranges.error().message;
