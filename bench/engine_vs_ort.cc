@@ -188,9 +188,8 @@ int main(int argc, char** argv) {
           failed = true;
         }
         if (IsQdq(*model)) {
-          const std::string float_name = name.size() > 4 && name.compare(name.size() - 4, 4, "_qdq") == 0
-                                             ? name.substr(0, name.size() - 4)
-                                             : "";
+          const std::string float_name =
+              name.size() > 4 && name.compare(name.size() - 4, 4, "_qdq") == 0 ? name.substr(0, name.size() - 4) : "";
           for (const Row& f : rows)
             if (f.model == float_name && f.batch == batch && f.threads == threads) row.float_ms = f.seqto_ms;
           auto unfused = TimeSeqto(*model, input, threads, runs, warmup, /*optimize=*/false);

@@ -24,7 +24,9 @@ Expected<BroadcastPlan> BroadcastPlan::Make(const Shape& a, const Shape& b) {
   return plan;
 }
 
-Error InputError(int index, const std::string& what) { return UserError("input " + std::to_string(index) + ": " + what); }
+Error InputError(int index, const std::string& what) {
+  return UserError("input " + std::to_string(index) + ": " + what);
+}
 
 Error DTypeError(int index, DType dtype, const std::string& supported) {
   return UserError("input " + std::to_string(index) + " has type " + DTypeName(dtype) + ", supported: " + supported);

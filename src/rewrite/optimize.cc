@@ -9,8 +9,7 @@ Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
   // this one convs whose weights come through DequantizeLinear.
   if (options.fuse_qdq) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseQdq(graph, options), "fuse-qdq"));
   if (options.fuse_conv) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseConvPostOps(graph, options), "fuse-conv"));
-  if (options.channels_last)
-    SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, ChannelsLast(graph, options), "channels-last"));
+  if (options.channels_last) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, ChannelsLast(graph, options), "channels-last"));
   return Status::Ok();
 }
 

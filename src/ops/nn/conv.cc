@@ -40,19 +40,19 @@ Expected<ConvGeometry> ResolveConv(const du::WindowAttrs& attrs, int64_t group, 
   if (x.size() < 3 || x.size() > 5)
     return InputError(0, "X has shape " + ShapeToString(x) + ", expected rank 3 to 5 (N x C x 1-3 spatial dims)");
   if (w.size() != x.size())
-    return InputError(1, "W has shape " + ShapeToString(w) + ", expected rank " + std::to_string(x.size()) +
-                             " (the rank of X)");
+    return InputError(
+        1, "W has shape " + ShapeToString(w) + ", expected rank " + std::to_string(x.size()) + " (the rank of X)");
   ConvGeometry g;
   g.batch = x[0];
   g.in_channels = x[1];
   g.out_channels = w[0];
   g.group = group;
   if (w[1] * group != x[1])
-    return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 1 = C / group = " +
-                             std::to_string(x[1]) + " / " + std::to_string(group));
+    return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 1 = C / group = " + std::to_string(x[1]) +
+                             " / " + std::to_string(group));
   if (w[0] % group != 0)
-    return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 0 divisible by group " +
-                             std::to_string(group));
+    return InputError(
+        1, "W has shape " + ShapeToString(w) + ", expected dim 0 divisible by group " + std::to_string(group));
   const std::vector<int64_t> kernel(w.begin() + 2, w.end());
   if (!attrs.kernel_shape.empty() && attrs.kernel_shape != kernel)
     return UserError("attribute 'kernel_shape' does not match W's shape " + ShapeToString(w));
@@ -72,10 +72,14 @@ struct PostOps {
   template <typename T>
   T Activate(T v) const {
     switch (activation) {
-      case Activation::kRelu: return v > T(0) ? v : T(0);
-      case Activation::kClip: return v < T(p0) ? T(p0) : (v > T(p1) ? T(p1) : v);
-      case Activation::kLeakyRelu: return v < T(0) ? v * T(p0) : v;
-      default: return v;
+      case Activation::kRelu:
+        return v > T(0) ? v : T(0);
+      case Activation::kClip:
+        return v < T(p0) ? T(p0) : (v > T(p1) ? T(p1) : v);
+      case Activation::kLeakyRelu:
+        return v < T(0) ? v * T(p0) : v;
+      default:
+        return v;
     }
   }
 };
@@ -172,14 +176,17 @@ struct ConvPlan {
   bool reorder_src = false, reorder_dst = false, reorder_wei = false;
   dnnl::reorder src_reorder, dst_reorder, wei_reorder;
   dnnl::reorder sum_reorder;  // Sum (plain) into the primitive's dst layout
-  memory packed_weights;  // constant W in wei_md (empty when W is not constant)
+  memory packed_weights;      // constant W in wei_md (empty when W is not constant)
   bool has_bias = false;
 };
 
 class ConvKernel final : public Kernel {
  public:
   ConvKernel(du::WindowAttrs attrs, int64_t group, PostOps post, bool channels_last, bool reference_only)
-      : attrs_(std::move(attrs)), group_(group), post_(post), channels_last_(channels_last),
+      : attrs_(std::move(attrs)),
+        group_(group),
+        post_(post),
+        channels_last_(channels_last),
         reference_only_(reference_only) {}
 
   // Prepacks a constant W (and checks it) at creation, for a nominal input shape.
@@ -201,7 +208,7 @@ class ConvKernel final : public Kernel {
       x.push_back(std::max<int64_t>(28, (w->dim(i) - 1) * dil + 1));
     }
     auto g = ResolveConv(attrs_, group_, x, w->shape());
-    if (!g) return Status::Ok();  // reported when the node runs
+    if (!g) return Status::Ok();             // reported when the node runs
     MakePlan(*g, x, w->shape(), with_bias);  // packs W into packed_w_
     return Status::Ok();
   }
@@ -212,7 +219,8 @@ class ConvKernel final : public Kernel {
     const Tensor* b = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64)
       return DTypeError(0, x.dtype(), "float32, float64");
-    if (w.dtype() != x.dtype()) return InputError(1, "W has type " + DTypeName(w.dtype()) + ", expected X's type " + DTypeName(x.dtype()));
+    if (w.dtype() != x.dtype())
+      return InputError(1, "W has type " + DTypeName(w.dtype()) + ", expected X's type " + DTypeName(x.dtype()));
     if (channels_last_ && x.rank() != w.rank())
       return InputError(0, "X has shape " + ShapeToString(x.shape()) + ", expected rank " + std::to_string(w.rank()) +
                                " (N x spatial x C: channels_last)");
@@ -235,7 +243,8 @@ class ConvKernel final : public Kernel {
         return InputError(3, "Sum has shape " + ShapeToString(sum->shape()) + ", expected rank " +
                                  std::to_string(y.rank()) + " (channels_last)");
       // As below: a broadcast Sum runs unfused.
-      if (!reference_only_ && g.in_channels > 0 && x.dtype() == DType::kFloat32 && (!sum || sum->shape() == y.shape())) {
+      if (!reference_only_ && g.in_channels > 0 && x.dtype() == DType::kFloat32 &&
+          (!sum || sum->shape() == y.shape())) {
         auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
                                [&] { return MakePlan(g, x_shape, w.shape(), b != nullptr); });
         if (plan) return Execute(*plan, x, w, b, sum, y);
@@ -309,14 +318,17 @@ class ConvKernel final : public Kernel {
         dnnl::post_ops ops;
         if (post_.sum) ops.append_sum(1.f);
         switch (post_.activation) {
-          case PostOps::Activation::kRelu: ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
+          case PostOps::Activation::kRelu:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+            break;
           case PostOps::Activation::kClip:
             ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, post_.p0, post_.p1);
             break;
           case PostOps::Activation::kLeakyRelu:
             ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, post_.p0, 0.f);
             break;
-          default: break;
+          default:
+            break;
         }
         attr.set_post_ops(ops);
       }
@@ -325,8 +337,8 @@ class ConvKernel final : public Kernel {
         const memory::desc dst = du::ActivationDesc(g.y_shape, layout);
         const memory::desc wei = du::AnyDesc(wei_dims);
         auto desc = with_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                                dnnl::algorithm::convolution_direct, src, wei,
-                                                                bias_md, dst, strides, dilations, pad_l, pad_r)
+                                                                dnnl::algorithm::convolution_direct, src, wei, bias_md,
+                                                                dst, strides, dilations, pad_l, pad_r)
                               : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                                 dnnl::algorithm::convolution_direct, src, wei, dst,
                                                                 strides, dilations, pad_l, pad_r);
@@ -356,8 +368,10 @@ class ConvKernel final : public Kernel {
       plan->reorder_src = plan->src_md != plan->user_src;
       plan->reorder_dst = plan->dst_md != plan->user_dst;
       plan->reorder_wei = plan->wei_md != plan->user_wei;
-      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
+      if (plan->reorder_src)
+        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst)
+        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
       if (plan->reorder_dst && post_.sum)
         plan->sum_reorder = dnnl::reorder({du::Engine(), plan->user_dst, du::Engine(), plan->dst_md});
       if (const_w_.defined()) {
@@ -386,8 +400,8 @@ class ConvKernel final : public Kernel {
         if (plan.reorder_dst) {
           memory user_sum = du::Wrap(plan.user_dst, sum->raw());
           plan.sum_reorder.execute(s, user_sum, prim_dst);
-        }
-        else std::memcpy(y.raw(), sum->raw(), y.nbytes());
+        } else
+          std::memcpy(y.raw(), sum->raw(), y.nbytes());
       }
       memory wei;
       if (plan.packed_weights.get(true)) {
@@ -412,8 +426,8 @@ class ConvKernel final : public Kernel {
   PostOps post_;
   bool channels_last_;
   bool reference_only_;
-  Tensor const_w_;            // constant W (undefined when W is not constant)
-  memory packed_w_;           // const_w_ as the latest plan wants it (packed at creation)
+  Tensor const_w_;   // constant W (undefined when W is not constant)
+  memory packed_w_;  // const_w_ as the latest plan wants it (packed at creation)
   du::ShapeCache<ConvPlan> plans_;
 };
 
@@ -433,8 +447,7 @@ Expected<std::unique_ptr<Kernel>> CreateConv(const KernelInit& init, bool fused)
       return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", expected 0 or 1");
   }
   auto kernel = std::make_unique<ConvKernel>(std::move(attrs), group, post, channels_last == 1, init.reference_only);
-  SEQTO_RETURN_IF_ERROR(
-      kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
+  SEQTO_RETURN_IF_ERROR(kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 }  // namespace

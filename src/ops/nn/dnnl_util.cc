@@ -139,9 +139,9 @@ std::shared_ptr<MatmulPlan> MakeMatmul(const MatmulSpec& spec, const void* const
   try {
     auto plan = std::make_shared<MatmulPlan>();
     plan->spec = spec;
-    const memory::desc wei = const_weights ? memory::desc(spec.weights.dims(), spec.weights.data_type(),
-                                                          memory::format_tag::any)
-                                           : spec.weights;
+    const memory::desc wei = const_weights
+                                 ? memory::desc(spec.weights.dims(), spec.weights.data_type(), memory::format_tag::any)
+                                 : spec.weights;
     const auto desc = spec.bias.is_zero() ? dnnl::matmul::desc(spec.src, wei, spec.dst)
                                           : dnnl::matmul::desc(spec.src, wei, spec.bias, spec.dst);
     dnnl::primitive_attr attr;
@@ -153,7 +153,8 @@ std::shared_ptr<MatmulPlan> MakeMatmul(const MatmulSpec& spec, const void* const
     }
     const dnnl::matmul::primitive_desc pd(desc, attr, Engine());
     plan->prim = dnnl::matmul(pd);
-    if (const_weights) plan->packed_weights = PackWeights(spec.weights, const_weights, pd.weights_desc(), *packed_cache);
+    if (const_weights)
+      plan->packed_weights = PackWeights(spec.weights, const_weights, pd.weights_desc(), *packed_cache);
     return plan;
   } catch (const dnnl::error&) {
     return nullptr;
@@ -164,7 +165,8 @@ Status RunMatmul(const MatmulPlan& plan, const void* src, const void* weights, c
   return Guard("matmul", [&] {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, Wrap(plan.spec.src, src)},
                                          {DNNL_ARG_DST, Wrap(plan.spec.dst, dst)}};
-    args.emplace(DNNL_ARG_WEIGHTS, plan.packed_weights.get(true) ? plan.packed_weights : Wrap(plan.spec.weights, weights));
+    args.emplace(DNNL_ARG_WEIGHTS,
+                 plan.packed_weights.get(true) ? plan.packed_weights : Wrap(plan.spec.weights, weights));
     if (!plan.spec.bias.is_zero()) args.emplace(DNNL_ARG_BIAS, Wrap(plan.spec.bias, bias));
     plan.prim.execute(Stream(), args);
     Stream().wait();
@@ -192,7 +194,8 @@ Expected<WindowAttrs> ParseWindowAttrs(const ir::Node& node, bool with_ceil_mode
   };
   if (!all(a.kernel_shape, [](int64_t x) { return x > 0; }))
     return UserError("attribute 'kernel_shape' must have positive values");
-  if (!all(a.strides, [](int64_t x) { return x > 0; })) return UserError("attribute 'strides' must have positive values");
+  if (!all(a.strides, [](int64_t x) { return x > 0; }))
+    return UserError("attribute 'strides' must have positive values");
   if (!all(a.dilations, [](int64_t x) { return x > 0; }))
     return UserError("attribute 'dilations' must have positive values");
   if (!all(a.pads, [](int64_t x) { return x >= 0; })) return UserError("attribute 'pads' must not be negative");
@@ -234,9 +237,9 @@ Expected<std::vector<WindowDim>> ResolveWindow(const WindowAttrs& attrs, const S
       }
       const int64_t span = d.in + d.pad_begin + d.pad_end - ext;
       if (span < 0)
-        return UserError("spatial dim " + std::to_string(i) + " of the input (" + std::to_string(d.in) +
-                         ", padded " + std::to_string(d.in + d.pad_begin + d.pad_end) +
-                         ") is smaller than the window (" + std::to_string(ext) + ")");
+        return UserError("spatial dim " + std::to_string(i) + " of the input (" + std::to_string(d.in) + ", padded " +
+                         std::to_string(d.in + d.pad_begin + d.pad_end) + ") is smaller than the window (" +
+                         std::to_string(ext) + ")");
       const bool ceil = attrs.ceil_mode && attrs.auto_pad == "NOTSET";
       d.out = (ceil ? (span + d.stride - 1) / d.stride : span / d.stride) + 1;
     }

@@ -8,14 +8,13 @@
 // into a Status: a kernel never lets an exception escape.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <utility>
 #include <vector>

@@ -24,8 +24,8 @@ enum Input { kX = 0, kXScale, kXZp, kYScale, kYZp };
 
 // Channels-last: each image's C sums run along the rows of its D1..Dk x C matrix.
 template <typename X, typename Y>
-void PoolChannelsLast(const X* x, Y* y, int64_t batch, int64_t count, int64_t channels, float sx, int32_t zx,
-                      float sy, int32_t zy, quant::ClampBounds bounds) {
+void PoolChannelsLast(const X* x, Y* y, int64_t batch, int64_t count, int64_t channels, float sx, int32_t zx, float sy,
+                      int32_t zy, quant::ClampBounds bounds) {
   ParallelFor(batch, count * channels, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> sums(static_cast<size_t>(channels));
     for (int64_t n = begin; n < end; ++n) {
