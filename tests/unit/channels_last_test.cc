@@ -9,10 +9,7 @@
 #include <random>
 #include <set>
 
-#include "core/npy.h"
-#include "onnxio/model_io.h"
-#include "quant/calib/calibrate.h"
-#include "quant/quantize.h"
+#include "quantized_examples.h"
 #include "rewrite/passes.h"
 #include "runtime/session.h"
 #include "support/test_models.h"
@@ -226,43 +223,14 @@ TEST(ChannelsLast, InternalOpsRejectABadAttribute) {
 // the 8 sample images): every integer conv and the pooled tail run channels-last,
 // and the result is what the channels-first int8 graph gives (exactly on the exact
 // paths; on oneDNN's, within the one-quantum tie differences its kernels may have).
-ir::Model QuantizedExample(const std::string& name, const Tensor& x) {
-  const std::string dir = std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/";
-  auto model = onnxio::LoadModel(dir + name + ".onnx");
-  EXPECT_TRUE(model.ok()) << model.error().message;
-  quant::QuantOptions qo;
-  qo.per_channel = true;
-  auto prepared = quant::QuantPlan::Prepare(*model);
-  EXPECT_TRUE(prepared.ok()) << prepared.error().message;
-  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, qo);
-  EXPECT_TRUE(tensors.ok()) << tensors.error().message;
-  const std::string input = prepared->graph.inputs.at(0).name;
-  bool fed = false;
-  auto stats = quant::Calibrate(
-      *prepared, *tensors,
-      [&](TensorMap& feeds) -> Expected<bool> {
-        if (fed) return false;
-        feeds[input] = x;
-        return fed = true;
-      },
-      qo.calibration_options);
-  EXPECT_TRUE(stats.ok()) << stats.error().message;
-  auto ranges = stats->Ranges(qo.calibration);
-  EXPECT_TRUE(ranges.ok()) << ranges.error().message;
-  auto plan = quant::QuantPlan::Create(*prepared, qo, &*ranges);
-  EXPECT_TRUE(plan.ok()) << plan.error().message;
-  auto qdq = plan->Materialize();
-  EXPECT_TRUE(qdq.ok()) << qdq.error().message;
-  return *qdq;
-}
-
 TEST(ChannelsLast, QuantizedExamplesRunChannelsLast) {
-  const std::string dir = std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/";
-  auto x = ReadNpy(dir + "sample_input.npy");
+  auto x = testing::ExampleSampleInput();
   ASSERT_TRUE(x.ok()) << x.error().message;
   for (const std::string name : {"resnet", "mobilenetv2"}) {
     SCOPED_TRACE(name);
-    const ir::Model qdq = QuantizedExample(name, *x);
+    auto quantized = testing::QuantizedExample(name, *x);
+    ASSERT_TRUE(quantized.ok()) << quantized.error().message;
+    const ir::Model& qdq = *quantized;
     ir::Graph g = qdq.graph;
     ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
     int convs = 0, nhwc_convs = 0, transposes = 0;
@@ -295,11 +263,7 @@ TEST(ChannelsLast, QuantizedExamplesRunChannelsLast) {
         EXPECT_EQ(va, vb);
         continue;
       }
-      std::vector<double> sorted = va;
-      std::sort(sorted.begin(), sorted.end());
-      double quantum = 1e9;
-      for (size_t i = 1; i < sorted.size(); ++i)
-        if (sorted[i] - sorted[i - 1] > 1e-6) quantum = std::min(quantum, sorted[i] - sorted[i - 1]);
+      const double quantum = testing::SmallestGap(va);
       double max_diff = 0;
       for (size_t i = 0; i < va.size(); ++i) max_diff = std::max(max_diff, std::fabs(va[i] - vb[i]));
       EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;

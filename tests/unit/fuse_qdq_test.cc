@@ -30,6 +30,7 @@
 #include "quant/quantize.h"
 #include "rewrite/passes.h"
 #include "runtime/session.h"
+#include "quantized_examples.h"
 #include "support/test_models.h"
 
 namespace seqto {
@@ -838,31 +839,11 @@ TEST(FuseQdq, SmallNetworkMatchesTheFloatReference) {
 // logits match the unfused float path's to within a few quanta, with the same class
 // for every sample.
 TEST(FuseQdq, QuantizedResNetFusesCompletely) {
-  const std::string dir = std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/";
-  auto model = onnxio::LoadModel(dir + "resnet.onnx");
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto x = ReadNpy(dir + "sample_input.npy");
+  auto x = testing::ExampleSampleInput();
   ASSERT_TRUE(x.ok()) << x.error().message;
-  quant::QuantOptions qo;
-  qo.per_channel = true;
-  auto prepared = quant::QuantPlan::Prepare(*model);
-  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
-  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, qo);
-  ASSERT_TRUE(tensors.ok()) << tensors.error().message;
-  const std::string input = prepared->graph.inputs.at(0).name;
-  bool fed = false;
-  auto stats = quant::Calibrate(*prepared, *tensors, [&](TensorMap& feeds) -> Expected<bool> {
-    if (fed) return false;
-    feeds[input] = *x;
-    return fed = true;
-  }, qo.calibration_options);
-  ASSERT_TRUE(stats.ok()) << stats.error().message;
-  auto ranges = stats->Ranges(qo.calibration);
-  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
-  auto plan = quant::QuantPlan::Create(*prepared, qo, &*ranges);
-  ASSERT_TRUE(plan.ok()) << plan.error().message;
-  auto qdq = plan->Materialize();
+  auto qdq = testing::QuantizedExample("resnet", *x);
   ASSERT_TRUE(qdq.ok()) << qdq.error().message;
+  const std::string input = qdq->graph.inputs.at(0).name;
 
   const auto ops = FusedOps(*qdq);
   EXPECT_EQ(Count(ops, "Conv") + Count(ops, "Add") + Count(ops, "Gemm"), 0);
@@ -887,11 +868,7 @@ TEST(FuseQdq, QuantizedResNetFusesCompletely) {
   ASSERT_EQ(la.rank(), 2);
   // The logits' quantum: the smallest non-zero gap between two logits values.
   const auto va = la.ToDoubles(), vb = lb.ToDoubles();
-  std::vector<double> sorted = va;
-  std::sort(sorted.begin(), sorted.end());
-  double quantum = 1e9;
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i] - sorted[i - 1] > 1e-6) quantum = std::min(quantum, sorted[i] - sorted[i - 1]);
+  const double quantum = testing::SmallestGap(va);
   double max_diff = 0;
   for (size_t i = 0; i < va.size(); ++i) max_diff = std::max(max_diff, std::fabs(va[i] - vb[i]));
   EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;

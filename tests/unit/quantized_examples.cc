@@ -1,0 +1,47 @@
+#include "quantized_examples.h"
+
+#include <algorithm>
+
+#include "core/npy.h"
+#include "onnxio/model_io.h"
+#include "quant/calib/calibrate.h"
+#include "quant/quantize.h"
+
+namespace seqto::testing {
+
+namespace {
+std::string ExampleDir() { return std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/"; }
+}  // namespace
+
+Expected<Tensor> ExampleSampleInput() { return ReadNpy(ExampleDir() + "sample_input.npy"); }
+
+Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x) {
+  SEQTO_ASSIGN_OR_RETURN(ir::Model model, onnxio::LoadModel(ExampleDir() + name + ".onnx"));
+  quant::QuantOptions qo;
+  qo.per_channel = true;
+  SEQTO_ASSIGN_OR_RETURN(ir::Model prepared, quant::QuantPlan::Prepare(model));
+  SEQTO_ASSIGN_OR_RETURN(auto tensors, quant::QuantPlan::TensorsToCalibrate(prepared, qo));
+  const std::string input = prepared.graph.inputs.at(0).name;
+  bool fed = false;
+  SEQTO_ASSIGN_OR_RETURN(auto stats, quant::Calibrate(
+                                         prepared, tensors,
+                                         [&](runtime::TensorMap& feeds) -> Expected<bool> {
+                                           if (fed) return false;
+                                           feeds[input] = x;
+                                           return fed = true;
+                                         },
+                                         qo.calibration_options));
+  SEQTO_ASSIGN_OR_RETURN(auto ranges, stats.Ranges(qo.calibration));
+  SEQTO_ASSIGN_OR_RETURN(auto plan, quant::QuantPlan::Create(prepared, qo, &ranges));
+  return plan.Materialize();
+}
+
+double SmallestGap(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  double gap = 1e9;
+  for (size_t i = 1; i < values.size(); ++i)
+    if (values[i] - values[i - 1] > 1e-6) gap = std::min(gap, values[i] - values[i - 1]);
+  return gap;
+}
+
+}  // namespace seqto::testing

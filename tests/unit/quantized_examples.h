@@ -1,0 +1,24 @@
+// The bundled Fashion-MNIST CNNs (examples/fashion-mnist) quantized by quant/ the
+// way several unit tests need them: static, per-channel, MinMax ranges from the 8
+// sample images.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace seqto::testing {
+
+// examples/fashion-mnist/sample_input.npy: 8 preprocessed test images.
+Expected<Tensor> ExampleSampleInput();
+// examples/fashion-mnist/<name>.onnx ("resnet", "mobilenetv2") as a QDQ model,
+// calibrated on `x`.
+Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x);
+// The smallest non-zero gap between two of `values` (the quantum of dequantized
+// 8-bit logits).
+double SmallestGap(std::vector<double> values);
+
+}  // namespace seqto::testing
