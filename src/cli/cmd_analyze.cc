@@ -1,10 +1,10 @@
 // seqto analyze MODEL --calib-data DATA --data DATA [quantize options] [--ranker NAME]
 //
 // Quantizes the model fully (calibrating once), measures how much each quantization
-// group suffers (weight, qdq and xmodel SQNR, SeQTO's score, output sensitivity) and
-// prints every ranker's order. With --compare-rankers K1,K2,.. it also measures, for
-// each ranker, the accuracy loss after giving the first K groups back to float: the
-// evidence for choosing a ranker.
+// group suffers (weight, qdq and xmodel SQNR, SeQTO's score, output sensitivity, the
+// forward and backward searches' orders) and prints every ranker's order. With
+// --compare-rankers K1,K2,.. it also measures, for each ranker, the accuracy loss
+// after giving the first K groups back to float: the evidence for choosing a ranker.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -39,8 +39,9 @@ struct AnalyzeArgs {
   std::string model, calib_data, data, labels, preprocess, json, ranker = quant::kDefaultRanker;
   QuantFlags q;
   std::vector<std::string> compare;
-  bool no_sensitivity = false;
+  bool no_sensitivity = false, no_backward = false;
   size_t calib_samples = 256, samples = 256, eval_samples = 0, worst_samples = 0, batch = 64;
+  size_t greedy_steps = quant::AnalysisOptions{}.greedy_steps;
   uint64_t seed = 0;
   int threads = 0;
 };
@@ -153,6 +154,8 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   quant::AnalysisOptions aopts;
   aopts.sensitivity = !a.no_sensitivity;
   aopts.worst_samples = a.worst_samples;
+  aopts.greedy_steps = a.greedy_steps;
+  aopts.backward = !a.no_backward;
   aopts.threads = a.threads;
   // A bar on a terminal; plain lines (about every tenth of the work) otherwise.
   const bool tty = ::isatty(2);
@@ -166,7 +169,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
     }
   };
   std::fprintf(stderr, "seqto analyze: %zu groups on %zu samples%s\n", plan->groups().size(), ranking->samples,
-               aopts.sensitivity ? " (with sensitivity: 2 runs per group)" : "");
+               aopts.sensitivity ? " (with sensitivity: 2 runs per group, then the searches)" : "");
   auto analysis = quant::Analyze(*plan, list, aopts);
   if (!analysis) return fail(analysis.error());
 
@@ -205,6 +208,18 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
       "(rank: position in the '%s' order; sensitivity: %% of the full quantization's output noise that reverting "
       "the group removes)\n",
       a.ranker.c_str());
+  // The searches' orders, with the output loss left after reverting each prefix.
+  auto print_search = [&](const char* title, const std::vector<quant::SearchStep>& steps, size_t limit) {
+    if (steps.empty()) return;
+    std::printf("%s (output loss after reverting the first k, %% of the full quantization's):\n", title);
+    for (size_t i = 0; i < steps.size() && i < limit; ++i)
+      std::printf("%5zu  %-44s %6s\n", i + 1, steps[i].group.c_str(),
+                  analysis->sensitivity_full_loss > 0
+                      ? Fmt(100 * steps[i].loss / analysis->sensitivity_full_loss, 1).c_str()
+                      : "-");
+  };
+  print_search("greedy forward selection", analysis->greedy, analysis->greedy.size());
+  print_search("backward elimination", analysis->backward, analysis->greedy.size());
 
   json j;
   j["model"] = a.model;
@@ -224,6 +239,14 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
                            {"seqto_score", Num(g.seqto_score)},
                            {"sensitivity", Num(g.sensitivity_revert_one)},
                            {"sensitivity_isolated", Num(g.sensitivity_isolated)}});
+  if (aopts.sensitivity) j["sensitivity_full_loss"] = Num(analysis->sensitivity_full_loss);
+  auto search_json = [](const std::vector<quant::SearchStep>& steps) {
+    json out = json::array();
+    for (const auto& step : steps) out.push_back({{"name", step.group}, {"output_loss", Num(step.loss)}});
+    return out;
+  };
+  j["greedy_order"] = search_json(analysis->greedy);
+  j["backward_order"] = search_json(analysis->backward);
   j["rankings"] = rankings;
   j["ranker"] = a.ranker;
 
@@ -298,6 +321,9 @@ void AddAnalyzeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--ranker", a->ranker, "Ranker whose order the table shows (default: damage)");
   cmd->add_flag("--no-sensitivity", a->no_sensitivity, "Skip the output-sensitivity passes (2 runs per group)");
   cmd->add_option("--worst-samples", a->worst_samples, "Sensitivity on the N samples the full quantization hurts most");
+  cmd->add_option("--greedy-steps", a->greedy_steps,
+                  "Depth of the interaction searches at the output (about N runs per group; 0: none; default 8)");
+  cmd->add_flag("--no-backward", a->no_backward, "Skip the backward-elimination search");
   cmd->add_option("--compare-rankers", a->compare,
                   "K1,K2,..: accuracy loss after excluding each ranker's first K groups (on --data, --eval-samples)")
       ->delimiter(',');

@@ -228,6 +228,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     quant::AnalysisOptions aopts;
     aopts.sensitivity = ranker->needs_sensitivity;
     aopts.revert_one = ranker->needs_revert_one;
+    if (!ranker->needs_search) aopts.greedy_steps = 0;  // the searches cost runs only `damage` uses
     aopts.worst_samples = config.worst_samples;
     aopts.threads = config.threads;
     say("analyzing " + std::to_string(groups.size()) + " groups on " + std::to_string(ranking.samples) + " samples");
@@ -247,10 +248,18 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
                              {"sensitivity_isolated", num(g.sensitivity_isolated)}});
     }
     j["groups"] = groups_json;
+    for (const auto& [key, steps] :
+         {std::pair{"greedy_order", &analysis.greedy}, {"backward_order", &analysis.backward}}) {
+      j[key] = json::array();
+      for (const auto& step : *steps)
+        j[key].push_back({{"name", step.group}, {"output_loss", std::isfinite(step.loss) ? json(step.loss) : json()}});
+    }
     quant::RankOptions ropts;
     ropts.seed = config.seed;
     for (const auto& r : quant::Rankers()) {
-      if ((r.needs_sensitivity && !aopts.sensitivity) || (r.needs_revert_one && !aopts.revert_one)) continue;
+      if ((r.needs_sensitivity && !aopts.sensitivity) || (r.needs_revert_one && !aopts.revert_one) ||
+          (r.needs_search && aopts.greedy_steps == 0))
+        continue;
       SEQTO_ASSIGN_OR_RETURN(j["rankings"][r.name], r.rank(analysis, ropts));
     }
     order = j["rankings"][config.ranker].get<std::vector<std::string>>();

@@ -2,8 +2,12 @@
 // computation, and streaming over batches gives the same result as one batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
+#include <set>
 
 #include "core/npy.h"
 #include "eval/metrics.h"
@@ -148,6 +152,224 @@ TEST(Analysis, SensitivityMatchesTheEditedPlansRunByHand) {
     EXPECT_NEAR(a->groups[g].sensitivity_isolated, loss_of(others), 1e-9 + 1e-6 * full) << name;
     EXPECT_NEAR(a->groups[g].sensitivity_revert_one, full - loss_of({name}), 1e-9 + 1e-6 * full) << name;
   }
+}
+
+
+// Output loss of the plan with `excluded` reverted to float, run by hand on the 8
+// samples (multi-threaded sessions: equal to the analysis's up to rounding).
+double HandLoss(const std::set<std::string>& excluded) {
+  Fixture& f = Get();
+  static const Tensor y = (*(*runtime::Session::Create(f.prepared))->Run({{"input", f.input}}))
+                              .at(f.prepared.graph.outputs[0].name);
+  auto model = f.plan->Materialize(excluded);
+  EXPECT_TRUE(model.ok());
+  auto out = (*runtime::Session::Create(*model))->Run({{"input", f.input}});
+  SqnrAccumulator acc;
+  EXPECT_TRUE(acc.Add(y, out->at(f.prepared.graph.outputs[0].name)).ok());
+  return OutputLoss(acc.signal_sumsq(), acc.noise_sumsq());
+}
+
+// One step of a search redone by hand: the loss of every candidate plan; the search's
+// choice must be the hand minimum up to rounding (and the very group when the
+// runner-up is clearly worse), and its recorded loss that of its plan.
+void ExpectHandMinimum(const std::map<std::string, double>& hand, const std::string& chosen, double recorded,
+                       double tol, const std::string& what) {
+  ASSERT_TRUE(hand.count(chosen)) << what << ": '" << chosen << "' was not a candidate";
+  double best = std::numeric_limits<double>::infinity(), second = best;
+  std::string best_name;
+  for (const auto& [name, l] : hand) {
+    if (l < best) {
+      second = best, best = l, best_name = name;
+    } else if (l < second) {
+      second = l;
+    }
+  }
+  EXPECT_NEAR(recorded, hand.at(chosen), tol) << what;
+  EXPECT_NEAR(recorded, best, tol) << what << ": chose " << chosen << ", by hand " << best_name;
+  if (second - best > 2 * tol) {
+    EXPECT_EQ(chosen, best_name) << what;
+  }
+}
+
+// Greedy forward selection redone by hand with Materialize: at each step every group
+// not yet reverted is reverted in turn, the lowest output loss wins.
+TEST(Analysis, GreedyOrderMatchesABruteForceGreedyByHand) {
+  Fixture& f = Get();
+  const double full = HandLoss({});
+  ASSERT_GT(full, 0);
+  const double tol = 1e-9 + 1e-6 * full;
+  AnalysisOptions o;
+  o.threads = 2;
+  o.greedy_steps = 3;
+  o.backward = false;
+  auto a = Analyze(*f.plan, Batches({{0, 3}, {3, 8}}), o);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_EQ(a->greedy.size(), 3u);
+  EXPECT_TRUE(a->backward.empty());
+  EXPECT_NEAR(a->sensitivity_full_loss, full, tol);
+  std::set<std::string> reverted;
+  for (size_t step = 0; step < a->greedy.size(); ++step) {
+    std::map<std::string, double> hand;
+    for (const auto& g : f.plan->groups()) {
+      if (reverted.count(g.name)) continue;
+      std::set<std::string> trial = reverted;
+      trial.insert(g.name);
+      hand[g.name] = HandLoss(trial);
+    }
+    ExpectHandMinimum(hand, a->greedy[step].group, a->greedy[step].loss, tol, "step " + std::to_string(step + 1));
+    reverted.insert(a->greedy[step].group);  // follow the analysis's path
+  }
+  EXPECT_EQ(reverted.size(), 3u);
+  // The first step is the revert-one maximum (the same edited plans).
+  double max_revert = -1;
+  for (const auto& g : a->groups) max_revert = std::max(max_revert, g.sensitivity_revert_one);
+  EXPECT_NEAR(a->greedy[0].loss, full - max_revert, tol);
+}
+
+// Backward elimination redone by hand with Materialize: every round quantizes in turn
+// each group still float, the lowest output loss goes. With 7 steps the exact phase
+// starts at 14 groups left, so on ResNet's 13 every round takes one group.
+TEST(Analysis, BackwardOrderMatchesABruteForceEliminationByHand) {
+  Fixture& f = Get();
+  const size_t n = f.plan->groups().size();
+  ASSERT_EQ(n, 13u);
+  const double tol = 1e-9 + 1e-6 * HandLoss({});
+  AnalysisOptions o;
+  o.threads = 2;
+  o.greedy_steps = 7;
+  auto a = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_EQ(a->backward.size(), n);
+  std::set<std::string> floating;  // still float
+  for (const auto& g : f.plan->groups()) floating.insert(g.name);
+  // Round r quantizes the group at position n - r (1-based); the loss after it, with
+  // n - r - 1 groups float, is recorded at position n - r - 1.
+  for (size_t r = 0; r + 1 < n; ++r) {
+    std::map<std::string, double> hand;
+    for (const auto& name : floating) {
+      std::set<std::string> trial = floating;
+      trial.erase(name);
+      hand[name] = HandLoss(trial);
+    }
+    const SearchStep& chosen = a->backward[n - 1 - r];
+    ExpectHandMinimum(hand, chosen.group, a->backward[n - 2 - r].loss, tol, "round " + std::to_string(r + 1));
+    ASSERT_TRUE(floating.count(chosen.group));
+    floating.erase(chosen.group);
+  }
+  ASSERT_EQ(floating.size(), 1u);
+  EXPECT_EQ(a->backward[0].group, *floating.begin());
+  EXPECT_EQ(a->backward[n - 1].loss, 0.0);  // everything reverted: the float model
+  // The first round is the isolated pass: the least damaging group goes last.
+  size_t least = 0;
+  for (size_t g = 1; g < n; ++g)
+    if (a->groups[g].sensitivity_isolated < a->groups[least].sensitivity_isolated) least = g;
+  EXPECT_EQ(a->backward[n - 1].group, a->groups[least].name);
+}
+
+TEST(Analysis, BackwardTakesHalvesFarFromTheFront) {
+  Fixture& f = Get();
+  const size_t n = f.plan->groups().size();
+  AnalysisOptions o;
+  o.threads = 2;
+  o.greedy_steps = 2;  // exact phase from 4 groups left: 13 -> 7 -> 4 -> 3 -> 2 -> 1
+  auto a = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_EQ(a->backward.size(), n);
+  std::set<std::string> names;
+  for (const auto& s : a->backward) names.insert(s.group);
+  EXPECT_EQ(names.size(), n);  // a permutation
+  // Measured: the plans with 1, 2 and 3 groups float; not the halves' plans.
+  for (size_t k = 1; k <= n; ++k) {
+    const double l = a->backward[k - 1].loss;
+    if (k <= 3)
+      EXPECT_TRUE(std::isfinite(l)) << k;
+    else if (k < n)
+      EXPECT_TRUE(std::isnan(l)) << k;
+    else
+      EXPECT_EQ(l, 0.0);
+  }
+  // The first half taken (6 of 13) is the 6 lowest isolated losses, the lowest last.
+  std::vector<std::pair<double, std::string>> iso;
+  for (const auto& g : a->groups) iso.push_back({g.sensitivity_isolated, g.name});
+  std::sort(iso.begin(), iso.end());
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(a->backward[n - 1 - i].group, iso[i].second) << i;
+  // The hand minimum of the exact phase's first round (4 groups float).
+  std::set<std::string> floating;
+  for (size_t k = 0; k < 4; ++k) floating.insert(a->backward[k].group);
+  std::map<std::string, double> hand;
+  for (const auto& name : floating) {
+    std::set<std::string> trial = floating;
+    trial.erase(name);
+    hand[name] = HandLoss(trial);
+  }
+  ExpectHandMinimum(hand, a->backward[3].group, a->backward[2].loss, 1e-9 + 1e-6 * HandLoss({}), "exact round 1");
+}
+
+TEST(Analysis, SearchProgressCountsEveryRun) {
+  Fixture& f = Get();
+  for (const auto& [steps, revert_one] : std::vector<std::pair<size_t, bool>>{{8, true}, {2, false}, {0, true}}) {
+    AnalysisOptions o;
+    o.threads = 2;
+    o.greedy_steps = steps;
+    o.revert_one = revert_one;
+    size_t last_done = 0, last_total = 0, calls = 0;
+    o.progress = [&](size_t done, size_t total) {
+      EXPECT_LE(done, total);
+      last_done = done, last_total = total, ++calls;
+    };
+    auto a = Analyze(*f.plan, Batches({{0, 4}, {4, 8}}), o);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(last_done, last_total) << steps;
+    EXPECT_EQ(calls, last_total) << steps;  // one call per batch or plan run
+  }
+}
+
+TEST(Analysis, GreedyWithoutRevertOneAndToTheEnd) {
+  Fixture& f = Get();
+  AnalysisOptions o;
+  o.threads = 2;
+  o.greedy_steps = 4;
+  auto with = Analyze(*f.plan, Batches({{0, 8}}), o);
+  o.revert_one = false;  // the first step is then measured by the forward pass itself
+  auto without = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(with.ok() && without.ok());
+  ASSERT_EQ(with->greedy.size(), without->greedy.size());
+  for (size_t i = 0; i < with->greedy.size(); ++i) {
+    EXPECT_EQ(with->greedy[i].group, without->greedy[i].group) << i;
+    EXPECT_DOUBLE_EQ(with->greedy[i].loss, without->greedy[i].loss) << i;  // single-threaded sessions: exact
+  }
+  EXPECT_TRUE(std::isnan(without->groups[0].sensitivity_revert_one));
+
+  // More steps than groups: every group once, ending at the float model (loss 0).
+  o.greedy_steps = 1000;
+  auto all = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->greedy.size(), f.plan->groups().size());
+  std::set<std::string> names;
+  for (const auto& step : all->greedy) names.insert(step.group);
+  EXPECT_EQ(names.size(), f.plan->groups().size());
+  EXPECT_NEAR(all->greedy.back().loss, 0.0, 1e-12);
+  ASSERT_EQ(all->backward.size(), f.plan->groups().size());
+  EXPECT_EQ(all->backward.back().loss, 0.0);
+
+  // No steps, no backward, or no sensitivity: no search.
+  o.greedy_steps = 0;
+  auto none = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->greedy.empty());
+  EXPECT_TRUE(none->backward.empty());
+  o.greedy_steps = 8;
+  o.backward = false;
+  auto forward_only = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(forward_only.ok());
+  EXPECT_EQ(forward_only->greedy.size(), 8u);
+  EXPECT_TRUE(forward_only->backward.empty());
+  o.sensitivity = false;
+  auto off = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->greedy.empty());
+  EXPECT_TRUE(off->backward.empty());
+  EXPECT_TRUE(std::isnan(off->sensitivity_full_loss));
 }
 
 }  // namespace

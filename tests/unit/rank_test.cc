@@ -51,6 +51,62 @@ TEST(Rankers, DamageIsMeasuredIsolatedLossThenTheScore) {
   EXPECT_EQ(Rank("damage", Example()), (std::vector<std::string>{"a", "c", "b", "d"}));
 }
 
+std::vector<SearchStep> Steps(std::vector<std::pair<std::string, double>> steps) {
+  std::vector<SearchStep> out;
+  for (auto& [name, loss] : steps) out.push_back({name, loss});
+  return out;
+}
+
+TEST(Rankers, DamageTakesTheSearchWithTheLowerMeanLoss) {
+  AnalysisResult a = Example();
+  // Backward leaves less over the 2 positions both measured ((0.20 + 0.05) / 2
+  // against (0.30 + 0.10) / 2): its whole order.
+  a.greedy = Steps({{"c", 0.30}, {"a", 0.10}});
+  a.backward = Steps({{"d", 0.20}, {"b", 0.05}, {"c", NAN}, {"a", 0.0}});
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"d", "b", "c", "a"}));
+  // Forward leaves less: its steps, then the rest by isolated loss (a 0.50, d 0.05).
+  a.greedy = Steps({{"c", 0.10}, {"b", 0.05}});
+  a.backward = Steps({{"a", 0.30}, {"c", 0.20}, {"b", NAN}, {"d", 0.0}});
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"c", "b", "a", "d"}));
+  // A tie goes to forward.
+  a.backward = Steps({{"d", 0.10}, {"a", 0.05}, {"c", NAN}, {"b", 0.0}});
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"c", "b", "a", "d"}));
+}
+
+TEST(Rankers, DamageComparesOnlyThePositionsBothSearchesMeasured) {
+  AnalysisResult a = Example();
+  // Backward did not measure its second plan: only position 1 counts, 0.25 < 0.30.
+  a.greedy = Steps({{"c", 0.30}, {"a", 0.01}});
+  a.backward = Steps({{"b", 0.25}, {"c", NAN}, {"a", NAN}, {"d", 0.0}});
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"b", "c", "a", "d"}));
+  // Nothing in common: forward.
+  a.backward[0].loss = NAN;
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"c", "a", "b", "d"}));
+}
+
+TEST(Rankers, DamageWithOneSearchTakesIt) {
+  AnalysisResult a = Example();
+  a.greedy = Steps({{"d", 0.4}});
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"d", "a", "c", "b"}));
+  a.greedy.clear();
+  a.backward = Steps({{"b", 0.4}, {"d", 0.3}, {"a", NAN}, {"c", 0.0}});
+  EXPECT_EQ(Rank("damage", a), (std::vector<std::string>{"b", "d", "a", "c"}));
+}
+
+TEST(Rankers, DamageRejectsASearchThatIsNotOfTheGroups) {
+  auto r = GetRanker("damage");
+  ASSERT_TRUE(r.ok());
+  AnalysisResult a = Example();
+  a.greedy = Steps({{"zz", 0.1}});
+  auto order = (*r)->rank(a, {});
+  ASSERT_FALSE(order.ok());
+  EXPECT_NE(order.error().message.find("'zz'"), std::string::npos) << order.error().message;
+  a.greedy = Steps({{"a", 0.1}, {"a", 0.05}});
+  order = (*r)->rank(a, {});
+  ASSERT_FALSE(order.ok());
+  EXPECT_NE(order.error().message.find("twice"), std::string::npos) << order.error().message;
+}
+
 TEST(Rankers, DamageWithoutSensitivityIsTheScoreAscending) {
   AnalysisResult a = Example();
   for (auto& g : a.groups) g.sensitivity_isolated = g.sensitivity_revert_one = NAN;

@@ -217,6 +217,37 @@ class ThreadCountGuard {
   int saved_;
 };
 
+// Plan evaluations of the greedy forward selection: step s evaluates the n - s
+// groups not yet reverted; the first step's plans are the revert-one plans.
+size_t ForwardRuns(size_t n, size_t steps, bool revert_one_ran) {
+  size_t runs = 0;
+  for (size_t s = revert_one_ran ? 1 : 0; s < steps; ++s) runs += n - s;
+  return runs;
+}
+
+// Groups backward elimination quantizes in a round with `left` groups still float.
+size_t BackwardTake(size_t left, size_t exact) { return left > exact ? left / 2 : 1; }
+
+// Plan evaluations of backward elimination: a round evaluates every group still
+// float; the first round's plans are the isolated plans.
+size_t BackwardRuns(size_t n, size_t exact) {
+  size_t runs = 0;
+  for (size_t left = n; left > 1; left -= BackwardTake(left, exact))
+    if (left != n) runs += left;
+  return runs;
+}
+
+// Index in `candidates` of the lowest loss (NaN never wins over a number); equal
+// losses go to the earlier candidate, so a search does not depend on thread timing.
+size_t ArgMin(const std::vector<size_t>& candidates, const std::vector<double>& loss) {
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const double l = loss[candidates[i]], b = loss[candidates[best]];
+    if (l < b || (std::isnan(b) && !std::isnan(l))) best = i;
+  }
+  return best;
+}
+
 }  // namespace
 
 double OutputLoss(double signal_sumsq, double noise_sumsq) {
@@ -277,7 +308,12 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
   size_t samples = 0;
   const size_t passes = options.revert_one ? 2 : 1;  // isolated, and revert-one if asked
   const size_t sensitivity_units = options.sensitivity ? passes * groups.size() : 0;
-  const size_t total_units = data.num_batches + sensitivity_units;
+  const size_t greedy_steps = options.sensitivity ? std::min(options.greedy_steps, groups.size()) : 0;
+  const size_t backward_exact = 2 * greedy_steps;  // backward: one group per step from here
+  const bool backward = greedy_steps > 0 && options.backward;
+  const size_t search_units = ForwardRuns(groups.size(), greedy_steps, options.revert_one) +
+                              (backward ? BackwardRuns(groups.size(), backward_exact) : 0);
+  const size_t total_units = data.num_batches + sensitivity_units + search_units;
 
   for (size_t b = 0; b < data.num_batches; ++b) {
     SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap batch, data.get(b));
@@ -392,51 +428,155 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
     };
 
     ThreadCountGuard thread_guard;
+    // Output losses of many edited plans, one single-threaded session per plan,
+    // `workers` plans at a time (the plans are independent).
+    const int hw = std::max(1u, std::thread::hardware_concurrency());
+    std::atomic<size_t> done{data.num_batches};
+    auto evaluate = [&](const std::vector<std::set<std::string>>& plans,
+                        const std::function<std::string(size_t)>& what) -> Expected<std::vector<double>> {
+      std::vector<double> losses(plans.size(), kNaN);
+      const size_t workers = std::min<size_t>(options.threads > 0 ? options.threads : hw, plans.size());
+      std::atomic<size_t> next{0};
+      std::mutex mutex;
+      Status first_error;
+      auto work = [&] {
+        for (size_t i = next++; i < plans.size(); i = next++) {
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!first_error.ok()) return;
+          }
+          double loss = 0;
+          Status s = loss_of(plans[i], loss);
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!s.ok()) {
+            if (first_error.ok()) first_error = std::move(s).WithContext(what(i));
+            return;
+          }
+          losses[i] = loss;
+          if (options.progress) options.progress(++done, total_units);
+        }
+      };
+      std::vector<std::thread> threads;
+      for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+      work();
+      for (auto& t : threads) t.join();
+      SEQTO_RETURN_IF_ERROR(first_error);
+      return losses;
+    };
+    auto group_context = [&](size_t g) { return "group '" + groups[g].name + "'"; };
+
     double full_subset_loss = 0;
     SEQTO_RETURN_IF_ERROR(loss_of({}, full_subset_loss));
+    result.sensitivity_full_loss = full_subset_loss;
     std::set<std::string> all_names;
     for (const auto& g : groups) all_names.insert(g.name);
 
-    const int hw = std::max(1u, std::thread::hardware_concurrency());
-    const size_t units = passes * groups.size();
-    const size_t workers = std::min<size_t>(options.threads > 0 ? options.threads : hw, units);
-    std::atomic<size_t> next{0}, done{data.num_batches};
-    std::mutex mutex;
-    Status first_error;
-    auto work = [&] {
-      for (size_t unit = next++; unit < units; unit = next++) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!first_error.ok()) return;
-        }
-        const size_t g = unit / passes;
-        const bool isolated = passes == 1 || unit % 2 == 1;
-        std::set<std::string> excluded;
-        if (isolated) {
-          excluded = all_names;
-          excluded.erase(groups[g].name);
-        } else {
-          excluded = {groups[g].name};
-        }
-        double loss = 0;
-        Status s = loss_of(excluded, loss);
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!s.ok()) {
-          if (first_error.ok()) first_error = std::move(s).WithContext("group '" + groups[g].name + "'");
-          return;
-        }
-        if (isolated)
-          result.groups[g].sensitivity_isolated = loss;
-        else
-          result.groups[g].sensitivity_revert_one = full_subset_loss - loss;
-        if (options.progress) options.progress(++done, total_units);
+    // Isolated (every other group excluded) and revert-one (only this group excluded).
+    std::vector<std::set<std::string>> plans;
+    std::vector<size_t> plan_group;
+    std::vector<bool> plan_isolated;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (options.revert_one) {
+        plans.push_back({groups[g].name});
+        plan_group.push_back(g);
+        plan_isolated.push_back(false);
       }
-    };
-    std::vector<std::thread> threads;
-    for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
-    work();
-    for (auto& t : threads) t.join();
-    SEQTO_RETURN_IF_ERROR(first_error);
+      std::set<std::string> others = all_names;
+      others.erase(groups[g].name);
+      plans.push_back(std::move(others));
+      plan_group.push_back(g);
+      plan_isolated.push_back(true);
+    }
+    SEQTO_ASSIGN_OR_RETURN(const std::vector<double> losses,
+                           evaluate(plans, [&](size_t i) { return group_context(plan_group[i]); }));
+    std::vector<double> isolated_loss(groups.size(), kNaN), revert_one_loss(groups.size(), kNaN);
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const size_t g = plan_group[i];
+      if (plan_isolated[i]) {
+        isolated_loss[g] = result.groups[g].sensitivity_isolated = losses[i];
+      } else {
+        revert_one_loss[g] = losses[i];
+        result.groups[g].sensitivity_revert_one = full_subset_loss - losses[i];
+      }
+    }
+
+    // Greedy forward selection: revert the group that leaves the lowest output loss
+    // given the groups reverted so far.
+    {
+      std::set<std::string> reverted;
+      std::vector<size_t> remaining(groups.size());
+      std::iota(remaining.begin(), remaining.end(), 0);
+      for (size_t step = 0; step < greedy_steps; ++step) {
+        std::vector<double> step_loss;
+        if (step == 0 && options.revert_one) {
+          step_loss = revert_one_loss;
+        } else {
+          std::vector<std::set<std::string>> trial;
+          for (size_t g : remaining) {
+            trial.push_back(reverted);
+            trial.back().insert(groups[g].name);
+          }
+          SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, evaluate(trial, [&](size_t i) {
+                                   return "forward step " + std::to_string(step + 1) + ", " +
+                                          group_context(remaining[i]);
+                                 }));
+          step_loss.assign(groups.size(), kNaN);
+          for (size_t i = 0; i < remaining.size(); ++i) step_loss[remaining[i]] = l[i];
+        }
+        const size_t best = ArgMin(remaining, step_loss);
+        const size_t g = remaining[best];
+        reverted.insert(groups[g].name);
+        result.greedy.push_back({groups[g].name, step_loss[g]});
+        remaining.erase(remaining.begin() + static_cast<std::ptrdiff_t>(best));
+      }
+    }
+
+    // Backward elimination: from the float model, quantize the group that raises the
+    // output loss least given the groups quantized so far; the group left float last
+    // is the first to revert. Far from that end only the ranking's tail is being
+    // decided, so while many groups are left the least damaging half goes at once.
+    if (backward) {
+      std::set<std::string> excluded = all_names;  // the groups still float
+      std::vector<size_t> left(groups.size());
+      std::iota(left.begin(), left.end(), 0);
+      std::vector<SearchStep> eliminated;  // in elimination order, with the loss after it
+      for (size_t round = 0; left.size() > 1; ++round) {
+        std::vector<double> round_loss;
+        if (round == 0) {
+          round_loss = isolated_loss;
+        } else {
+          std::vector<std::set<std::string>> trial;
+          for (size_t g : left) {
+            trial.push_back(excluded);
+            trial.back().erase(groups[g].name);
+          }
+          SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, evaluate(trial, [&](size_t i) {
+                                   return "backward round " + std::to_string(round + 1) + ", " +
+                                          group_context(left[i]);
+                                 }));
+          round_loss.assign(groups.size(), kNaN);
+          for (size_t i = 0; i < left.size(); ++i) round_loss[left[i]] = l[i];
+        }
+        const size_t take = BackwardTake(left.size(), backward_exact);
+        for (size_t t = 0; t < take; ++t) {
+          const size_t best = ArgMin(left, round_loss);
+          const size_t g = left[best];
+          excluded.erase(groups[g].name);
+          // A half taken at once leaves a plan that was not measured itself.
+          eliminated.push_back({groups[g].name, take == 1 ? round_loss[g] : kNaN});
+          left.erase(left.begin() + static_cast<std::ptrdiff_t>(best));
+        }
+      }
+      // Position k (1-based) of the order: the loss with the first k groups float was
+      // measured when the k-th group from the end was eliminated.
+      const size_t n = groups.size(), e = eliminated.size();
+      for (size_t k = 1; k <= n; ++k) {
+        const std::string& name = k == 1 ? groups[left[0]].name : eliminated[e - k + 1].group;
+        result.backward.push_back({name, k == n ? 0.0 : eliminated[e - k].loss});
+      }
+    }
+  } else {
+    result.sensitivity_full_loss = kNaN;
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -7,7 +7,13 @@
 //   - SeQTO's score: 0.5 * norm(xmodel) + 0.5 * norm(qdq), min-max normalized over groups;
 //   - output sensitivity: the output loss against the float model when only this group
 //     is quantized (isolated) and the loss removed when only this group is reverted to
-//     float (revert-one).
+//     float (revert-one);
+//   - two searches for the groups to revert first that see how groups interact (two
+//     groups whose errors compound, or cancel), both measured at the output on the
+//     ranking subset: greedy forward selection (from the fully quantized model,
+//     revert the group that lowers the loss most, repeat) and backward elimination
+//     (from the float model, quantize the group that raises the loss least, repeat;
+//     the groups left float longest are the ones to revert first).
 // All SQNRs are over all samples concatenated. The float and the QDQ model each run
 // once per batch and values are compared as they stream: no activation is kept
 // beyond the batch that produced it.
@@ -36,6 +42,16 @@ struct AnalysisOptions {
   // Revert-one sensitivity only on the `worst_samples` samples where the fully
   // quantized model's output loss is largest (as NNCF does); 0: all samples.
   size_t worst_samples = 0;
+  // With sensitivity: the depth of the interaction searches (0: neither runs).
+  // Forward selection takes this many steps; each evaluates every group not yet
+  // reverted (about steps * groups runs over the subset; the first step is free
+  // when the revert-one pass ran, as it measures the same plans). Backward
+  // elimination, while more than 2 * steps groups are left float, quantizes the
+  // least damaging half at once, then one group per step (at most about
+  // groups + 2 * steps^2 runs; its first round is the isolated pass). The default
+  // covers the first exclusions, where a ranking matters most to the tuner.
+  size_t greedy_steps = 8;
+  bool backward = true;      // with greedy_steps > 0: also backward elimination
   int threads = 0;           // 0: all cores; groups are evaluated in parallel
   // Called after each unit of work (done, total) for progress display.
   std::function<void(size_t, size_t)> progress;
@@ -60,12 +76,30 @@ struct GroupAnalysis {
   double sensitivity_revert_one = 0;
 };
 
+// One position of a search's order: the group, and the output loss on the subset
+// with it and every group before it reverted to float (NaN where the search did not
+// measure that plan).
+struct SearchStep {
+  std::string group;
+  double loss = 0;
+};
+
 struct AnalysisResult {
   std::vector<GroupAnalysis> groups;  // in the plan's group order
   double full_output_loss = 0;        // loss of the fully quantized model
   double full_output_sqnr_db = 0;
   size_t samples = 0;
   size_t sensitivity_samples = 0;     // samples the sensitivity passes used
+  // Output loss of the fully quantized model on the sensitivity subset (what
+  // revert-one and the search losses compare with); NaN without sensitivity.
+  double sensitivity_full_loss = 0;
+  // Greedy forward selection: greedy_steps positions (fewer with fewer groups), each
+  // with its measured loss. Empty when it did not run.
+  std::vector<SearchStep> greedy;
+  // Backward elimination: every group, in the order to revert them; the loss is
+  // measured for at least the first greedy_steps positions (NaN where a half was
+  // quantized at once; 0 at the last, all reverted). Empty when it did not run.
+  std::vector<SearchStep> backward;
   double seconds = 0;                 // wall time of the analysis
 };
 

@@ -24,6 +24,9 @@ struct Ranker {
   // (needs_sensitivity) and also revert-one (needs_revert_one).
   bool needs_sensitivity = false;
   bool needs_revert_one = false;
+  // Whether the ranker uses the analysis's interaction searches (greedy_steps > 0);
+  // a caller that runs only this ranker may set greedy_steps = 0 otherwise.
+  bool needs_search = false;
   // Group names, first = first to exclude from quantization.
   std::function<Expected<std::vector<std::string>>(const AnalysisResult&, const RankOptions&)> rank;
 };
