@@ -154,13 +154,12 @@ TEST(Analysis, SensitivityMatchesTheEditedPlansRunByHand) {
   }
 }
 
-
 // Output loss of the plan with `excluded` reverted to float, run by hand on the 8
 // samples (multi-threaded sessions: equal to the analysis's up to rounding).
 double HandLoss(const std::set<std::string>& excluded) {
   Fixture& f = Get();
-  static const Tensor y = (*(*runtime::Session::Create(f.prepared))->Run({{"input", f.input}}))
-                              .at(f.prepared.graph.outputs[0].name);
+  static const Tensor y =
+      (*(*runtime::Session::Create(f.prepared))->Run({{"input", f.input}})).at(f.prepared.graph.outputs[0].name);
   auto model = f.plan->Materialize(excluded);
   EXPECT_TRUE(model.ok());
   auto out = (*runtime::Session::Create(*model))->Run({{"input", f.input}});

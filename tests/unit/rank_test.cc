@@ -27,7 +27,7 @@ AnalysisResult Example() {
   a.groups.push_back(Group("a", 0, 0.90, 0.50, 0.40, 100, 10));  // amplified: best score, most damage
   a.groups.push_back(Group("b", 1, 0.10, 0.05, 0.01, 400, 10));  // worst score, little damage
   a.groups.push_back(Group("c", 2, 0.50, 0.20, 0.30, 400, 20));
-  a.groups.push_back(Group("d", 3, NAN, 0.05, 0.00, 0, 0));      // no activation metric, no weights
+  a.groups.push_back(Group("d", 3, NAN, 0.05, 0.00, 0, 0));  // no activation metric, no weights
   return a;
 }
 

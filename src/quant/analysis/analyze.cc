@@ -551,8 +551,7 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
             trial.back().erase(groups[g].name);
           }
           SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, evaluate(trial, [&](size_t i) {
-                                   return "backward round " + std::to_string(round + 1) + ", " +
-                                          group_context(left[i]);
+                                   return "backward round " + std::to_string(round + 1) + ", " + group_context(left[i]);
                                  }));
           round_loss.assign(groups.size(), kNaN);
           for (size_t i = 0; i < left.size(); ++i) round_loss[left[i]] = l[i];

@@ -37,8 +37,8 @@ struct BatchList {
 };
 
 struct AnalysisOptions {
-  bool sensitivity = true;   // run the isolated pass (1 run per group over the subset)
-  bool revert_one = true;    // with sensitivity: also the revert-one pass (1 more run per group)
+  bool sensitivity = true;  // run the isolated pass (1 run per group over the subset)
+  bool revert_one = true;   // with sensitivity: also the revert-one pass (1 more run per group)
   // Revert-one sensitivity only on the `worst_samples` samples where the fully
   // quantized model's output loss is largest (as NNCF does); 0: all samples.
   size_t worst_samples = 0;
@@ -51,8 +51,8 @@ struct AnalysisOptions {
   // groups + 2 * steps^2 runs; its first round is the isolated pass). The default
   // covers the first exclusions, where a ranking matters most to the tuner.
   size_t greedy_steps = 8;
-  bool backward = true;      // with greedy_steps > 0: also backward elimination
-  int threads = 0;           // 0: all cores; groups are evaluated in parallel
+  bool backward = true;  // with greedy_steps > 0: also backward elimination
+  int threads = 0;       // 0: all cores; groups are evaluated in parallel
   // Called after each unit of work (done, total) for progress display.
   std::function<void(size_t, size_t)> progress;
 };
@@ -89,7 +89,7 @@ struct AnalysisResult {
   double full_output_loss = 0;        // loss of the fully quantized model
   double full_output_sqnr_db = 0;
   size_t samples = 0;
-  size_t sensitivity_samples = 0;     // samples the sensitivity passes used
+  size_t sensitivity_samples = 0;  // samples the sensitivity passes used
   // Output loss of the fully quantized model on the sensitivity subset (what
   // revert-one and the search losses compare with); NaN without sensitivity.
   double sensitivity_full_loss = 0;
@@ -100,7 +100,7 @@ struct AnalysisResult {
   // measured for at least the first greedy_steps positions (NaN where a half was
   // quantized at once; 0 at the last, all reverted). Empty when it did not run.
   std::vector<SearchStep> backward;
-  double seconds = 0;                 // wall time of the analysis
+  double seconds = 0;  // wall time of the analysis
 };
 
 // The output loss used by sensitivity: sum ||ref - cand||^2 / sum ||ref||^2 over all
