@@ -264,10 +264,10 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
     }
     std::printf(
         "\nafter excluding the first K groups (%zu samples): accuracy loss (%s) / top-1 disagreement "
-        "with the float model (%%)\n",
+        "with the float model (%%) / output SQNR against the float model (dB)\n",
         eval->samples, eval->labels.empty() ? "= disagreement" : "points against labels");
     std::printf("%-16s", "ranker \\ K");
-    for (size_t k : compare_ks) std::printf("%14zu", k);
+    for (size_t k : compare_ks) std::printf("%21zu", k);
     std::printf("\n");
     for (auto it = rankings.begin(); it != rankings.end(); ++it) {
       const auto order = it.value().get<std::vector<std::string>>();
@@ -282,7 +282,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
         j["comparison"][it.key()][std::to_string(k)] = {{"accuracy_loss", loss->accuracy_loss},
                                                         {"top1_disagreement", loss->disagreement},
                                                         {"sqnr_db", loss->sqnr_db}};
-        std::printf("%7.2f /%5.2f", loss->accuracy_loss, loss->disagreement);
+        std::printf("%7.2f /%5.2f /%5.1f", loss->accuracy_loss, loss->disagreement, loss->sqnr_db);
         std::fflush(stdout);
       }
       std::printf("\n");
@@ -295,7 +295,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
                                          {"top1_disagreement", loss0->disagreement},
                                          {"sqnr_db", loss0->sqnr_db}};
     j["comparison_samples"] = eval->samples;
-    std::printf("(fully quantized: %.2f / %.2f)\n", loss0->accuracy_loss, loss0->disagreement);
+    std::printf("(fully quantized: %.2f / %.2f / %.1f)\n", loss0->accuracy_loss, loss0->disagreement, loss0->sqnr_db);
   }
   if (!a.json.empty())
     if (Status s = WriteTextFile(a.json, j.dump(2) + "\n"); !s.ok()) return fail(s.error());
