@@ -155,8 +155,9 @@ class ChannelsLastPass {
         any_twin = true;
         continue;
       }
+      // A scalar broadcasts the same in any layout (unless its rank would raise the output's).
       auto it = g_.initializers.find(v);
-      if (it == g_.initializers.end() || it->second.numel() != 1) return std::nullopt;
+      if (it == g_.initializers.end() || it->second.numel() != 1 || it->second.rank() > 4) return std::nullopt;
     }
     if (!any_twin) return std::nullopt;  // only extend existing channels-last regions
     ir::Node n = node;
