@@ -78,7 +78,7 @@ class ChannelsLastPass {
   GraphPatch Run() {
     std::vector<ir::Node> converted;
     for (const ir::Node& n : g_.nodes) {
-      if (IsConvertibleConv(g_, n) && RankMayBe4(n.inputs[0]) && SumFits(n)) {
+      if (IsConvertibleConv(g_, n) && RankMayBe4(n.inputs[0]) && SumFits(n) && Gains(n)) {
         converted.push_back(ConvertConv(n));
       } else if (auto node = TryConvertElementwise(n)) {
         converted.push_back(std::move(*node));
@@ -120,6 +120,12 @@ class ChannelsLastPass {
   bool RankMayBe4(const std::string& x) const {
     const auto rank = KnownRank(x);
     return !rank || *rank == 4;
+  }
+  // A conv whose input has no twin and whose output hooks must see (calibration and
+  // analysis keep every activation) would only trade oneDNN's reorders for two
+  // Transposes: it stays as it is.
+  bool Gains(const ir::Node& conv) const {
+    return twins_.count(conv.inputs[0]) || !options_.keep_values.count(conv.outputs[0]);
   }
   // FusedConv's Sum must have rank 4 for its twin to exist; unknown ranks stay NCHW.
   bool SumFits(const ir::Node& n) const {

@@ -167,6 +167,19 @@ TEST(ChannelsLast, KeptValuesAreObservedAndOverriddenChannelsFirst) {
   for (const char* name : {"y", "r"}) ExpectClose(want.at(name), got.at(name), name);
 }
 
+// When hooks must see every value (calibration, analysis), no conv gains from the
+// layout: the pass leaves the graph as it is.
+TEST(ChannelsLast, EveryValueKeptLeavesTheGraphAlone) {
+  std::mt19937 rng(7);
+  const ir::Model m = ChainModel(rng);
+  rewrite::OptimizeOptions o;
+  for (const auto& n : m.graph.nodes) o.keep_values.insert(n.outputs.begin(), n.outputs.end());
+  ir::Graph g = m.graph;
+  ASSERT_TRUE(rewrite::Optimize(g, o).ok());
+  EXPECT_EQ(OpCounts(g).count("Transpose"), 0u);
+  for (const auto& n : g.nodes) EXPECT_FALSE(n.has_attr("channels_last")) << n.name;
+}
+
 // A broadcast Sum (rank 4, but [1, C, 1, 1]) runs through the fused conv's unfused
 // fallback in channels-last too.
 TEST(ChannelsLast, BroadcastSumStaysCorrect) {
