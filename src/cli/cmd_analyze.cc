@@ -227,26 +227,10 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   j["sensitivity_samples"] = analysis->sensitivity_samples;
   j["full_output_sqnr_db"] = Num(analysis->full_output_sqnr_db);
   j["seconds"] = analysis->seconds;
-  j["groups"] = json::array();
-  for (const auto& g : analysis->groups)
-    j["groups"].push_back({{"name", g.name},
-                           {"nodes", g.nodes},
-                           {"op_type", g.op_type},
-                           {"order", g.order},
-                           {"weight_sqnr_db", Num(g.weight_sqnr_db)},
-                           {"qdq_sqnr_db", Num(g.qdq_sqnr_db)},
-                           {"xmodel_sqnr_db", Num(g.xmodel_sqnr_db)},
-                           {"seqto_score", Num(g.seqto_score)},
-                           {"sensitivity", Num(g.sensitivity_revert_one)},
-                           {"sensitivity_isolated", Num(g.sensitivity_isolated)}});
+  j["groups"] = tune::AnalysisGroupsJson(*analysis);
   if (aopts.sensitivity) j["sensitivity_full_loss"] = Num(analysis->sensitivity_full_loss);
-  auto search_json = [](const std::vector<quant::SearchStep>& steps) {
-    json out = json::array();
-    for (const auto& step : steps) out.push_back({{"name", step.group}, {"output_loss", Num(step.loss)}});
-    return out;
-  };
-  j["greedy_order"] = search_json(analysis->greedy);
-  j["backward_order"] = search_json(analysis->backward);
+  j["greedy_order"] = tune::SearchOrderJson(analysis->greedy);
+  j["backward_order"] = tune::SearchOrderJson(analysis->backward);
   j["rankings"] = rankings;
   j["ranker"] = a.ranker;
 

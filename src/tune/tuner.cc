@@ -45,6 +45,32 @@ json LatencyJson(const LatencyStats& s) {
 
 // ------------------------------------------------------------------ data
 
+namespace {
+json NullIfNotFinite(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+}  // namespace
+
+json AnalysisGroupsJson(const quant::AnalysisResult& analysis) {
+  json groups = json::array();
+  for (const auto& g : analysis.groups)
+    groups.push_back({{"name", g.name},
+                      {"op_type", g.op_type},
+                      {"nodes", g.nodes},
+                      {"order", g.order},
+                      {"weight_sqnr_db", NullIfNotFinite(g.weight_sqnr_db)},
+                      {"qdq_sqnr_db", NullIfNotFinite(g.qdq_sqnr_db)},
+                      {"xmodel_sqnr_db", NullIfNotFinite(g.xmodel_sqnr_db)},
+                      {"seqto_score", NullIfNotFinite(g.seqto_score)},
+                      {"sensitivity", NullIfNotFinite(g.sensitivity_revert_one)},
+                      {"sensitivity_isolated", NullIfNotFinite(g.sensitivity_isolated)}});
+  return groups;
+}
+
+json SearchOrderJson(const std::vector<quant::SearchStep>& steps) {
+  json order = json::array();
+  for (const auto& step : steps) order.push_back({{"name", step.group}, {"output_loss", NullIfNotFinite(step.loss)}});
+  return order;
+}
+
 Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs, uint64_t seed,
                             size_t batch_size, const std::string& what) {
   data::FeedOptions options;
@@ -234,26 +260,10 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     say("analyzing " + std::to_string(groups.size()) + " groups on " + std::to_string(ranking.samples) + " samples");
     SEQTO_ASSIGN_OR_RETURN(quant::AnalysisResult analysis, quant::Analyze(plan, list, aopts));
     json j;
-    for (const auto& g : analysis.groups) {
-      auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-      groups_json.push_back({{"name", g.name},
-                             {"op_type", g.op_type},
-                             {"nodes", g.nodes},
-                             {"order", g.order},
-                             {"weight_sqnr_db", num(g.weight_sqnr_db)},
-                             {"qdq_sqnr_db", num(g.qdq_sqnr_db)},
-                             {"xmodel_sqnr_db", num(g.xmodel_sqnr_db)},
-                             {"seqto_score", num(g.seqto_score)},
-                             {"sensitivity", num(g.sensitivity_revert_one)},
-                             {"sensitivity_isolated", num(g.sensitivity_isolated)}});
-    }
+    groups_json = AnalysisGroupsJson(analysis);
     j["groups"] = groups_json;
-    for (const auto& [key, steps] :
-         {std::pair{"greedy_order", &analysis.greedy}, {"backward_order", &analysis.backward}}) {
-      j[key] = json::array();
-      for (const auto& step : *steps)
-        j[key].push_back({{"name", step.group}, {"output_loss", std::isfinite(step.loss) ? json(step.loss) : json()}});
-    }
+    j["greedy_order"] = SearchOrderJson(analysis.greedy);
+    j["backward_order"] = SearchOrderJson(analysis.backward);
     quant::RankOptions ropts;
     ropts.seed = config.seed;
     for (const auto& r : quant::Rankers()) {

@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "ir/graph.h"
+#include "quant/analysis/analyze.h"
 #include "runtime/session.h"
 #include "tune/config.h"
 
@@ -38,6 +39,13 @@ struct LoadedSet {
 // `what` names the set in errors ("evaluation data: ...").
 Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs, uint64_t seed,
                             size_t batch_size, const std::string& what);
+
+// The analysis as JSON, in the one shape `seqto analyze --json`, the tuner's
+// analysis.json and its report share: per-group metrics (name, nodes, op_type,
+// order, weight/qdq/xmodel SQNR, seqto_score, sensitivity, sensitivity_isolated;
+// null where not measured), and a search's order ([{name, output_loss}]).
+nlohmann::json AnalysisGroupsJson(const quant::AnalysisResult& analysis);
+nlohmann::json SearchOrderJson(const std::vector<quant::SearchStep>& steps);
 
 struct TuneOptions {
   bool resume = false;
