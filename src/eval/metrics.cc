@@ -23,11 +23,9 @@ bool IsReadable(DType t) {
 
 Expected<Rows> Inspect(const Tensor& t, const char* what) {
   if (!t.defined()) return UserError(std::string(what) + " tensor is undefined");
-  if (!IsReadable(t.dtype()))
-    return UserError(std::string(what) + " " + t.Describe() + " is not numeric");
+  if (!IsReadable(t.dtype())) return UserError(std::string(what) + " " + t.Describe() + " is not numeric");
   if (t.rank() < 1)
-    return UserError(std::string(what) + " " + t.Describe() +
-                     " is a scalar; expected samples along axis 0");
+    return UserError(std::string(what) + " " + t.Describe() + " is a scalar; expected samples along axis 0");
   Rows r;
   r.n = t.dim(0);
   r.c = NumElements(Shape(t.shape().begin() + 1, t.shape().end()));
@@ -64,9 +62,7 @@ void RankKeys(const double* in, int64_t c, double* out) {
 }
 
 // Class i ranks above class j: higher score, or equal score and lower index.
-inline bool Better(const double* s, int64_t i, int64_t j) {
-  return s[i] > s[j] || (s[i] == s[j] && i < j);
-}
+inline bool Better(const double* s, int64_t i, int64_t j) { return s[i] > s[j] || (s[i] == s[j] && i < j); }
 
 int64_t ArgMax(const double* s, int64_t c) {
   int64_t best = 0;
@@ -143,8 +139,7 @@ double KlRow(const double* r, const double* q, int64_t c) {
 }
 
 std::string ClassCountMismatch(int64_t got, int64_t had) {
-  return "batch has " + std::to_string(got) + " classes per sample, earlier batches had " +
-         std::to_string(had);
+  return "batch has " + std::to_string(got) + " classes per sample, earlier batches had " + std::to_string(had);
 }
 
 Status CheckLabels(const Rows& r, const std::vector<int64_t>& labels, int64_t first_sample) {

@@ -21,10 +21,10 @@ bool Dominates(const std::vector<double>& a, const std::vector<double>& b);
 Expected<std::vector<size_t>> ParetoFront(const std::vector<std::vector<double>>& objectives);
 
 struct ParetoEntry {
-  int rank = 0;                     // 1 = best
-  size_t candidate = 0;             // index into objectives
-  std::vector<double> normalized;   // each objective min-max normalized to [0, 100]
-  double distance = 0;              // Euclidean distance of `normalized` to the ideal point
+  int rank = 0;                    // 1 = best
+  size_t candidate = 0;            // index into objectives
+  std::vector<double> normalized;  // each objective min-max normalized to [0, 100]
+  double distance = 0;             // Euclidean distance of `normalized` to the ideal point
 };
 
 // The non-dominated candidates, best first. Each objective is min-max normalized to
@@ -32,7 +32,6 @@ struct ParetoEntry {
 // 0); the ideal point is the per-objective minimum, i.e. 0 after normalization;
 // candidates are ordered by distance to it, equal distances by candidate index.
 // At most top_k entries (0 = the whole front). Errors as ParetoFront.
-Expected<std::vector<ParetoEntry>> RankPareto(const std::vector<std::vector<double>>& objectives,
-                                              size_t top_k = 3);
+Expected<std::vector<ParetoEntry>> RankPareto(const std::vector<std::vector<double>>& objectives, size_t top_k = 3);
 
 }  // namespace seqto

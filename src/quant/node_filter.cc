@@ -98,8 +98,8 @@ Expected<NodeFilter> NodeFilter::Create(const std::vector<Item>& items, NodeFilt
   for (const auto& op : spec.op_types) {
     if (op.empty()) return UserError(spec.op_types_label + ": empty op type");
     if (!supported_op_types.empty() && !supported_op_types.count(op))
-      return UserError(spec.op_types_label + ": '" + op + "' is not a supported op type (supported: " +
-                       Join(supported_op_types) + ")");
+      return UserError(spec.op_types_label + ": '" + op +
+                       "' is not a supported op type (supported: " + Join(supported_op_types) + ")");
     f.op_types_.insert(op);
   }
   if (f.op_types_.empty()) f.op_types_ = supported_op_types;
@@ -113,8 +113,9 @@ Expected<NodeFilter> NodeFilter::Create(const std::vector<Item>& items, NodeFilt
           break;
         }
       if (!found)
-        return UserError(label + ": " + (IsGlob(pattern) ? "pattern '" + pattern + "' matches no " + what
-                                                          : "no " + what + " is named '" + pattern + "'"));
+        return UserError(label + ": " +
+                         (IsGlob(pattern) ? "pattern '" + pattern + "' matches no " + what
+                                          : "no " + what + " is named '" + pattern + "'"));
     }
     return Status::Ok();
   };

@@ -68,8 +68,10 @@ Tensor GemmWeight(const Tensor& b, bool trans_b, float alpha) {
   for (int64_t i = 0; i < r; ++i)
     for (int64_t j = 0; j < c; ++j) {
       const float v = in[i * c + j] * alpha;
-      if (trans_b) o[j * r + i] = v;
-      else o[i * c + j] = v;
+      if (trans_b)
+        o[j * r + i] = v;
+      else
+        o[i * c + j] = v;
     }
   return out;
 }
@@ -151,8 +153,8 @@ std::set<std::string> DynamicPlan::InsertedNodes() const {
   std::set<std::string> out;
   for (const auto& a : activations) out.insert(a.node);
   for (const auto& u : units)
-    for (const auto* s : {&u.op_node, &u.cast_node, &u.scales_mul_node, &u.output_mul_node, &u.bias_reshape_node,
-                          &u.bias_add_node})
+    for (const auto* s :
+         {&u.op_node, &u.cast_node, &u.scales_mul_node, &u.output_mul_node, &u.bias_reshape_node, &u.bias_add_node})
       if (!s->empty()) out.insert(*s);
   return out;
 }

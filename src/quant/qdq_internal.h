@@ -46,7 +46,7 @@ struct GraphInfo {
   const ir::Model& model;
   const ir::Graph& graph;
   int64_t opset = 0;
-  std::map<std::string, size_t> producer;               // value -> node index
+  std::map<std::string, size_t> producer;                // value -> node index
   std::map<std::string, std::vector<size_t>> consumers;  // value -> node indices (in order, repeated per use)
   std::set<std::string> graph_inputs, graph_outputs;
   std::set<std::string> float_values;  // non-initializer values known to be float32

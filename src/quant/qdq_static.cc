@@ -431,8 +431,8 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
   auto activation_params = [&](const std::string& t, Precision p) -> Expected<QuantParams> {
     const TensorOverride* ov = override_of(t);
     QuantParams qp;
-    qp.type = ov && ov->quant_type ? *ov->quant_type
-                                   : (p == Precision::kInt16 ? QuantType::kInt16 : options.activation_type);
+    qp.type =
+        ov && ov->quant_type ? *ov->quant_type : (p == Precision::kInt16 ? QuantType::kInt16 : options.activation_type);
     if (ov && ov->scale && ov->zero_point) {
       qp.scale = {*ov->scale};
       qp.zero_point = {*ov->zero_point};
@@ -440,7 +440,8 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     }
     auto r = ranges.find(t);
     if (r == ranges.end() && !(ov && ov->rmin && ov->rmax))
-      return UserError("tensor '" + t + "': no calibrated range (calibrate the tensors QuantPlan::TensorsToCalibrate lists)");
+      return UserError("tensor '" + t +
+                       "': no calibrated range (calibrate the tensors QuantPlan::TensorsToCalibrate lists)");
     RangeOptions ro;
     ro.type = qp.type;
     ro.symmetric = ov && ov->symmetric ? *ov->symmetric : options.activation_symmetric;
@@ -460,10 +461,14 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
                                 std::string* key) -> Expected<QuantParams> {
     const TensorOverride* ov = override_of(t);
     QuantType type;
-    if (ov && ov->quant_type) type = *ov->quant_type;
-    else if (p == Precision::kInt16) type = QuantType::kInt16;
-    else if (mk.weight) type = options.weight_type;
-    else type = options.activation_type;
+    if (ov && ov->quant_type)
+      type = *ov->quant_type;
+    else if (p == Precision::kInt16)
+      type = QuantType::kInt16;
+    else if (mk.weight)
+      type = options.weight_type;
+    else
+      type = options.activation_type;
     // ORT forces per-channel weights to int8 (QLinearConv wants one zero point).
     if (mk.axis && type == QuantType::kUInt8 && !(ov && ov->quant_type)) type = QuantType::kInt8;
     if (ov && ov->scale && ov->zero_point) {
@@ -477,9 +482,12 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     RangeOptions ro;
     ro.type = type;
     bool symmetric;
-    if (p == Precision::kInt16 && mk.weight) symmetric = true;  // the int16 fallback's weights
-    else if (mk.axis || type == options.weight_type) symmetric = WeightSymmetric(options, type);
-    else symmetric = options.activation_symmetric;
+    if (p == Precision::kInt16 && mk.weight)
+      symmetric = true;  // the int16 fallback's weights
+    else if (mk.axis || type == options.weight_type)
+      symmetric = WeightSymmetric(options, type);
+    else
+      symmetric = options.activation_symmetric;
     ro.symmetric = ov && ov->symmetric ? *ov->symmetric : symmetric;
     // ORT reduces the range of per-channel weights only (quantize_initializer passes
     // reduce_range=False for per-tensor QDQ weights).
@@ -530,7 +538,8 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
           auto prov = planned.find(mk.provider);
           if (prov != planned.end()) {
             const PlannedTensor& root = plan.tensors[prov->second];
-            const bool same_precision = !root.fp16 && (TensorPrecision(marking.tensors.at(mk.provider), precision) == p);
+            const bool same_precision =
+                !root.fp16 && (TensorPrecision(marking.tensors.at(mk.provider), precision) == p);
             if (same_precision || (!ranges.count(t) && !root.fp16)) {
               pt.params = root.params;
               pt.key = root.key;
@@ -641,8 +650,7 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     if (Is16Bit(pt.params.type) && info.opset < 21) plan.ms_domain = true;
     if (pt.params.type == QuantType::kInt4 || pt.params.type == QuantType::kUInt4)
       return UserError("tensor '" + pt.name + "': 4-bit quantization is not supported yet");
-    if (pt.params.type == QuantType::kInt32)
-      return UserError("tensor '" + pt.name + "': int32 is only a bias type");
+    if (pt.params.type == QuantType::kInt32) return UserError("tensor '" + pt.name + "': int32 is only a bias type");
   }
   for (const auto& pb : plan.biases)
     if (!pb.fp16 && pb.params.per_channel()) per_channel = true;
@@ -767,8 +775,10 @@ Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan) {
       redirect(t, pt.dq_output);
       continue;
     }
-    if (pt.graph_output) rename_output(t, pt.q_input);
-    else redirect(t, pt.dq_output);
+    if (pt.graph_output)
+      rename_output(t, pt.q_input);
+    else
+      redirect(t, pt.dq_output);
     if (pt.fp16) {
       ir::Node to16 = MakeNode(pt.q_node, "Cast", "", {pt.q_input}, {pt.q_output});
       to16.attributes["to"] = IntAttr(static_cast<int64_t>(DType::kFloat16));
@@ -782,7 +792,8 @@ Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan) {
       patch.SetInitializer(pt.scale_name, ScaleTensor(pt.params));
       patch.SetInitializer(pt.zp_name, ZeroPointTensor(pt.params));
     }
-    patch.AddNode(MakeNode(pt.q_node, "QuantizeLinear", domain, {pt.q_input, pt.scale_name, pt.zp_name}, {pt.q_output}));
+    patch.AddNode(
+        MakeNode(pt.q_node, "QuantizeLinear", domain, {pt.q_input, pt.scale_name, pt.zp_name}, {pt.q_output}));
     patch.AddNode(
         MakeNode(pt.dq_node, "DequantizeLinear", domain, {pt.q_output, pt.scale_name, pt.zp_name}, {pt.dq_output}));
   }
@@ -824,24 +835,98 @@ Status CheckOpsetUpgrade(const ir::Graph& graph, int64_t from, int64_t target, c
   // Opsets at which an op's meaning (not just its types) changed. Upgrading from
   // `from` to `target` is safe when no change lies in (from, target].
   static const std::map<std::string, std::vector<int64_t>> kChanges = {
-      {"Add", {7}}, {"Sub", {7}}, {"Mul", {7}}, {"Div", {7}}, {"Pow", {7}}, {"PRelu", {7}},
-      {"Equal", {7}}, {"Greater", {7}}, {"Less", {7}}, {"And", {7}}, {"Or", {7}}, {"Xor", {7}}, {"Not", {}},
-      {"Gemm", {7}}, {"MatMul", {}}, {"Conv", {}}, {"ConvTranspose", {}},
-      {"Relu", {6}}, {"Sigmoid", {6}}, {"Tanh", {6}}, {"Exp", {6}}, {"Log", {6}}, {"Neg", {6}}, {"Abs", {6}},
-      {"Sqrt", {6}}, {"Floor", {6}}, {"Ceil", {6}}, {"Reciprocal", {6}}, {"LeakyRelu", {6}}, {"Elu", {6}},
-      {"Selu", {6}}, {"HardSigmoid", {6}}, {"Softplus", {}}, {"Softsign", {}}, {"Erf", {}}, {"Sign", {}},
-      {"Clip", {6, 11}}, {"Softmax", {13}}, {"LogSoftmax", {13}}, {"Hardmax", {13}},
-      {"Concat", {4}}, {"Reshape", {5}}, {"Flatten", {}}, {"Transpose", {}}, {"Squeeze", {13}}, {"Unsqueeze", {13}},
-      {"Split", {2, 13}}, {"Slice", {10}}, {"Pad", {2, 11}}, {"Resize", {11}}, {"Upsample", {7, 9, 10}},
-      {"Dropout", {6, 7, 10, 12}}, {"BatchNormalization", {6, 7, 9}}, {"InstanceNormalization", {6}},
-      {"AveragePool", {7}}, {"MaxPool", {}}, {"GlobalAveragePool", {}}, {"GlobalMaxPool", {}}, {"LRN", {}},
-      {"Cast", {6}}, {"TopK", {10}}, {"Sum", {6, 8}}, {"Max", {6, 8}}, {"Min", {6, 8}}, {"Mean", {6, 8}},
-      {"Gather", {}}, {"Identity", {}}, {"Constant", {}}, {"Shape", {}}, {"Expand", {}}, {"Where", {}},
-      {"Tile", {6}}, {"ReduceSum", {13}}, {"ReduceMean", {}}, {"ReduceMax", {}}, {"ReduceMin", {}},
-      {"ReduceProd", {}}, {"ReduceL1", {}}, {"ReduceL2", {}}, {"ReduceLogSum", {}}, {"ReduceSumSquare", {}},
-      {"ArgMax", {}}, {"ArgMin", {}}, {"DepthToSpace", {}}, {"SpaceToDepth", {}}, {"Range", {}},
-      {"ConstantOfShape", {}}, {"NonZero", {}}, {"Einsum", {}}, {"Mod", {}},
-      {"QuantizeLinear", {}}, {"DequantizeLinear", {}},
+      {"Add", {7}},
+      {"Sub", {7}},
+      {"Mul", {7}},
+      {"Div", {7}},
+      {"Pow", {7}},
+      {"PRelu", {7}},
+      {"Equal", {7}},
+      {"Greater", {7}},
+      {"Less", {7}},
+      {"And", {7}},
+      {"Or", {7}},
+      {"Xor", {7}},
+      {"Not", {}},
+      {"Gemm", {7}},
+      {"MatMul", {}},
+      {"Conv", {}},
+      {"ConvTranspose", {}},
+      {"Relu", {6}},
+      {"Sigmoid", {6}},
+      {"Tanh", {6}},
+      {"Exp", {6}},
+      {"Log", {6}},
+      {"Neg", {6}},
+      {"Abs", {6}},
+      {"Sqrt", {6}},
+      {"Floor", {6}},
+      {"Ceil", {6}},
+      {"Reciprocal", {6}},
+      {"LeakyRelu", {6}},
+      {"Elu", {6}},
+      {"Selu", {6}},
+      {"HardSigmoid", {6}},
+      {"Softplus", {}},
+      {"Softsign", {}},
+      {"Erf", {}},
+      {"Sign", {}},
+      {"Clip", {6, 11}},
+      {"Softmax", {13}},
+      {"LogSoftmax", {13}},
+      {"Hardmax", {13}},
+      {"Concat", {4}},
+      {"Reshape", {5}},
+      {"Flatten", {}},
+      {"Transpose", {}},
+      {"Squeeze", {13}},
+      {"Unsqueeze", {13}},
+      {"Split", {2, 13}},
+      {"Slice", {10}},
+      {"Pad", {2, 11}},
+      {"Resize", {11}},
+      {"Upsample", {7, 9, 10}},
+      {"Dropout", {6, 7, 10, 12}},
+      {"BatchNormalization", {6, 7, 9}},
+      {"InstanceNormalization", {6}},
+      {"AveragePool", {7}},
+      {"MaxPool", {}},
+      {"GlobalAveragePool", {}},
+      {"GlobalMaxPool", {}},
+      {"LRN", {}},
+      {"Cast", {6}},
+      {"TopK", {10}},
+      {"Sum", {6, 8}},
+      {"Max", {6, 8}},
+      {"Min", {6, 8}},
+      {"Mean", {6, 8}},
+      {"Gather", {}},
+      {"Identity", {}},
+      {"Constant", {}},
+      {"Shape", {}},
+      {"Expand", {}},
+      {"Where", {}},
+      {"Tile", {6}},
+      {"ReduceSum", {13}},
+      {"ReduceMean", {}},
+      {"ReduceMax", {}},
+      {"ReduceMin", {}},
+      {"ReduceProd", {}},
+      {"ReduceL1", {}},
+      {"ReduceL2", {}},
+      {"ReduceLogSum", {}},
+      {"ReduceSumSquare", {}},
+      {"ArgMax", {}},
+      {"ArgMin", {}},
+      {"DepthToSpace", {}},
+      {"SpaceToDepth", {}},
+      {"Range", {}},
+      {"ConstantOfShape", {}},
+      {"NonZero", {}},
+      {"Einsum", {}},
+      {"Mod", {}},
+      {"QuantizeLinear", {}},
+      {"DequantizeLinear", {}},
   };
   for (const ir::Node& n : graph.nodes) {
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;

@@ -24,22 +24,27 @@ bool IsFourBit(QuantType t) { return t == QuantType::kInt4 || t == QuantType::kU
 
 Status ValidateOptions(const ir::Model& model, const QuantOptions& o) {
   for (auto [what, t] : {std::pair{"activation_type", o.activation_type}, std::pair{"weight_type", o.weight_type}}) {
-    if (IsFourBit(t)) return UserError(std::string(what) + ": 4-bit quantization (" + QuantTypeName(t) + ") is not supported yet");
+    if (IsFourBit(t))
+      return UserError(std::string(what) + ": 4-bit quantization (" + QuantTypeName(t) + ") is not supported yet");
     if (t == QuantType::kInt32) return UserError(std::string(what) + ": int32 is only a bias type");
   }
   if (o.mode == QuantMode::kDynamic) {
     if (o.activation_type != QuantType::kUInt8)
-      return UserError("activation_type: dynamic quantization quantizes activations with DynamicQuantizeLinear, "
-                       "which is uint8 only (got " + QuantTypeName(o.activation_type) + ")");
+      return UserError(
+          "activation_type: dynamic quantization quantizes activations with DynamicQuantizeLinear, "
+          "which is uint8 only (got " +
+          QuantTypeName(o.activation_type) + ")");
     if (o.weight_type != QuantType::kUInt8 && o.weight_type != QuantType::kInt8)
-      return UserError("weight_type: dynamic quantization needs uint8 or int8 weights (MatMulInteger/ConvInteger), got " +
-                       QuantTypeName(o.weight_type));
+      return UserError(
+          "weight_type: dynamic quantization needs uint8 or int8 weights (MatMulInteger/ConvInteger), got " +
+          QuantTypeName(o.weight_type));
   }
   if (o.power_of_two) {
     auto p2_ok = [](QuantType t) { return t == QuantType::kInt8 || t == QuantType::kInt16; };
     if (!p2_ok(o.weight_type) || (o.mode == QuantMode::kStatic && !p2_ok(o.activation_type)))
       return UserError("power-of-two scales need int8 or int16 activation and weight types (got " +
-                       QuantTypeName(o.activation_type) + " activations, " + QuantTypeName(o.weight_type) + " weights)");
+                       QuantTypeName(o.activation_type) + " activations, " + QuantTypeName(o.weight_type) +
+                       " weights)");
   }
   if (!o.tensor_overrides.empty()) {
     std::set<std::string> values;
@@ -50,7 +55,8 @@ Status ValidateOptions(const ir::Model& model, const QuantOptions& o) {
     for (const auto& [name, ov] : o.tensor_overrides) {
       const std::string what = "TensorQuantOverrides: tensor '" + name + "'";
       if (!values.count(name)) return UserError(what + ": no tensor of the model has this name");
-      if (ov.quant_type && IsFourBit(*ov.quant_type)) return UserError(what + ": 4-bit quantization is not supported yet");
+      if (ov.quant_type && IsFourBit(*ov.quant_type))
+        return UserError(what + ": 4-bit quantization is not supported yet");
       if (ov.quant_type && *ov.quant_type == QuantType::kInt32) return UserError(what + ": int32 is only a bias type");
       if (ov.axis && !model.graph.initializers.count(name))
         return UserError(what + ": an axis (per-channel quantization) applies to initializers only");
@@ -80,7 +86,8 @@ std::vector<bool> Candidates(const GraphInfo& info, const QuantOptions& o, const
   for (size_t i = 0; i < q.size(); ++i) {
     const ir::Node& n = info.graph.nodes[i];
     if (!OnnxDomain(n) || !filter.Selects(n)) continue;
-    q[i] = o.mode == QuantMode::kStatic ? detail::StaticOpKinds().count(n.op_type) != 0 : detail::DynamicCandidate(info, i);
+    q[i] = o.mode == QuantMode::kStatic ? detail::StaticOpKinds().count(n.op_type) != 0
+                                        : detail::DynamicCandidate(info, i);
   }
   return q;
 }
@@ -136,14 +143,18 @@ Expected<ir::Model> QuantPlan::Prepare(const ir::Model& float_model) {
     if (n.attributes.size() != 1) continue;
     const auto& [key, a] = *n.attributes.begin();
     Tensor t;
-    if (key == "value" && a.type == ir::Attribute::Type::kTensor && a.t.defined()) t = a.t;
-    else if (key == "value_float" && a.type == ir::Attribute::Type::kFloat) t = Tensor::Scalar<float>(a.f);
-    else if (key == "value_int" && a.type == ir::Attribute::Type::kInt) t = Tensor::Scalar<int64_t>(a.i);
+    if (key == "value" && a.type == ir::Attribute::Type::kTensor && a.t.defined())
+      t = a.t;
+    else if (key == "value_float" && a.type == ir::Attribute::Type::kFloat)
+      t = Tensor::Scalar<float>(a.f);
+    else if (key == "value_int" && a.type == ir::Attribute::Type::kInt)
+      t = Tensor::Scalar<int64_t>(a.i);
     else if (key == "value_floats" && a.type == ir::Attribute::Type::kFloats)
       t = Tensor::FromVector<float>({static_cast<int64_t>(a.floats.size())}, a.floats);
     else if (key == "value_ints" && a.type == ir::Attribute::Type::kInts)
       t = Tensor::FromVector<int64_t>({static_cast<int64_t>(a.ints.size())}, a.ints);
-    else continue;
+    else
+      continue;
     constants.SetInitializer(n.outputs[0], t);
     constants.RemoveNode(n.name);
   }
@@ -182,8 +193,7 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
                                       const TensorRanges* ranges) {
   SEQTO_RETURN_IF_ERROR(ValidateOptions(prepared, options));
   SEQTO_ASSIGN_OR_RETURN(NodeFilter filter, MakeFilter(prepared, options));
-  if (options.mode == QuantMode::kStatic && !ranges)
-    return UserError("static quantization needs calibrated ranges");
+  if (options.mode == QuantMode::kStatic && !ranges) return UserError("static quantization needs calibrated ranges");
   QuantPlan plan;
   plan.prepared_ = prepared;
   plan.options_ = options;
@@ -231,7 +241,8 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
     return p.Signature();
   };
   const Marking full = detail::MarkStatic(info, options, plan.ranges_, q_full);
-  SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan full_plan, detail::PlanStatic(info, options, plan.ranges_, full, base, cache));
+  SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan full_plan,
+                         detail::PlanStatic(info, options, plan.ranges_, full, base, cache));
 
   // Initial groups: every node that quantized something; a removable activation joins
   // the producer ORT would fold it into; a pass-through op joins the group that
@@ -331,8 +342,10 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
             for (size_t ci : c->second)
               if (group_of[ci] >= 0 && group_of[ci] != static_cast<int>(g) && target < 0) target = group_of[ci];
           }
-      if (target >= 0) into[g] = target;
-      else dropped[g] = true;
+      if (target >= 0)
+        into[g] = target;
+      else
+        dropped[g] = true;
     }
     if (!changed) break;
     // Follow chains (a no-op group may join another that joins a third); a cycle of

@@ -56,9 +56,9 @@ struct QuantOptions {
   // int32 cannot hold at that scale gets the scale doubled until it fits, instead of
   // ORT's saturation).
   bool quantize_bias = true;
-  bool power_of_two = false;                      // ESP-DL style scales 2^e
+  bool power_of_two = false;  // ESP-DL style scales 2^e
   CalibrationMethod calibration = CalibrationMethod::kMinMax;
-  CalibrationOptions calibration_options;         // CalibMovingAverage etc.
+  CalibrationOptions calibration_options;                  // CalibMovingAverage etc.
   std::map<std::string, TensorOverride> tensor_overrides;  // TensorQuantOverrides
 };
 
@@ -68,7 +68,7 @@ void SyncCalibrationOptions(QuantOptions& options);
 
 // A quantization group: one quantized node and the Q/DQ it owns (DESIGN.md section 2).
 struct QuantGroup {
-  std::string name;                      // the quantized node's name
+  std::string name;  // the quantized node's name
   std::string op_type;
   std::vector<std::string> nodes;        // float-model nodes in the group
   std::vector<std::string> weights;      // initializers quantized for this group
@@ -76,9 +76,9 @@ struct QuantGroup {
   // Inserted Q/DQ (and dynamic-quantization) nodes of the full model that exist only
   // because of this group: excluding the group removes at least these.
   std::vector<std::string> owned_qdq_nodes;
-  size_t order = 0;                      // position in execution order
-  int64_t weight_elements = 0;           // total weight elements (the STM32 ranker's key)
-  int64_t output_channels = 0;           // output channels of the weight (0 if none)
+  size_t order = 0;             // position in execution order
+  int64_t weight_elements = 0;  // total weight elements (the STM32 ranker's key)
+  int64_t output_channels = 0;  // output channels of the weight (0 if none)
 };
 
 // What an excluded group falls back to.
@@ -107,8 +107,7 @@ class QuantPlan {
   // exclusion would change nothing (all its Q/DQ are needed by neighbours, e.g. an
   // Add between quantized convs) joins the group producing its latest input. So
   // excluding any one group changes the model.
-  static Expected<QuantPlan> Create(const ir::Model& prepared, const QuantOptions& options,
-                                    const TensorRanges* ranges);
+  static Expected<QuantPlan> Create(const ir::Model& prepared, const QuantOptions& options, const TensorRanges* ranges);
 
   const ir::Model& prepared_model() const { return prepared_; }
   const QuantOptions& options() const { return options_; }

@@ -86,13 +86,20 @@ ScaleZeroPoint PowerOfTwo(double a, const QRange& r) {
 
 std::string QuantTypeName(QuantType t) {
   switch (t) {
-    case QuantType::kUInt8: return "uint8";
-    case QuantType::kInt8: return "int8";
-    case QuantType::kUInt16: return "uint16";
-    case QuantType::kInt16: return "int16";
-    case QuantType::kUInt4: return "uint4";
-    case QuantType::kInt4: return "int4";
-    case QuantType::kInt32: return "int32";
+    case QuantType::kUInt8:
+      return "uint8";
+    case QuantType::kInt8:
+      return "int8";
+    case QuantType::kUInt16:
+      return "uint16";
+    case QuantType::kInt16:
+      return "int16";
+    case QuantType::kUInt4:
+      return "uint4";
+    case QuantType::kInt4:
+      return "int4";
+    case QuantType::kInt32:
+      return "int32";
   }
   return "unknown";
 }
@@ -109,12 +116,17 @@ Expected<QuantType> ParseQuantType(const std::string& name) {
 DType StorageDType(QuantType t) {
   switch (t) {
     case QuantType::kUInt8:
-    case QuantType::kUInt4: return DType::kUInt8;
+    case QuantType::kUInt4:
+      return DType::kUInt8;
     case QuantType::kInt8:
-    case QuantType::kInt4: return DType::kInt8;
-    case QuantType::kUInt16: return DType::kUInt16;
-    case QuantType::kInt16: return DType::kInt16;
-    case QuantType::kInt32: return DType::kInt32;
+    case QuantType::kInt4:
+      return DType::kInt8;
+    case QuantType::kUInt16:
+      return DType::kUInt16;
+    case QuantType::kInt16:
+      return DType::kInt16;
+    case QuantType::kInt32:
+      return DType::kInt32;
   }
   return DType::kUndefined;
 }
@@ -139,8 +151,10 @@ QRange GetQRange(QuantType t, bool symmetric, bool reduce_range) {
     case QuantType::kInt16:
       if (reduce_range) return {-16384, 16384};
       return symmetric ? QRange{-32767, 32767} : QRange{-32768, 32767};
-    case QuantType::kUInt4: return reduce_range ? QRange{0, 7} : QRange{0, 15};
-    case QuantType::kInt4: return reduce_range ? QRange{-4, 3} : QRange{-8, 7};
+    case QuantType::kUInt4:
+      return reduce_range ? QRange{0, 7} : QRange{0, 15};
+    case QuantType::kInt4:
+      return reduce_range ? QRange{-4, 3} : QRange{-8, 7};
     case QuantType::kInt32:
       return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
   }
@@ -288,11 +302,11 @@ Expected<Tensor> DequantizeTensor(const Tensor& q, const QuantParams& params) {
 
 Expected<Tensor> QuantizeBias(const Tensor& bias, float input_scale, const QuantParams& weight_params,
                               QuantParams* bias_params) {
-  if (bias.dtype() != DType::kFloat32) return UserError("cannot quantize bias " + bias.Describe() + " (expected float32)");
+  if (bias.dtype() != DType::kFloat32)
+    return UserError("cannot quantize bias " + bias.Describe() + " (expected float32)");
   if (!std::isfinite(input_scale) || input_scale <= 0)
     return UserError("input scale " + Num(input_scale) + " is not a positive finite number");
-  if (weight_params.scale.empty())
-    return UserError("weight quantization parameters have no scale");
+  if (weight_params.scale.empty()) return UserError("weight quantization parameters have no scale");
   const size_t channels = weight_params.scale.size();
   const bool per_channel = weight_params.per_channel();
   if (per_channel && static_cast<size_t>(bias.numel()) != channels)

@@ -36,9 +36,9 @@ QRange GetQRange(QuantType t, bool symmetric, bool reduce_range);
 // Scale and zero point of one tensor (per-tensor) or of each channel along `axis`.
 struct QuantParams {
   QuantType type = QuantType::kUInt8;
-  std::vector<float> scale;       // one per tensor, or one per channel
+  std::vector<float> scale;         // one per tensor, or one per channel
   std::vector<int64_t> zero_point;  // same length as scale
-  std::optional<int64_t> axis;    // set for per-channel
+  std::optional<int64_t> axis;      // set for per-channel
   bool per_channel() const { return axis.has_value(); }
 };
 

@@ -63,11 +63,11 @@ ir::Attribute IntAttr(int64_t v) {
 // The constant parameters of one QuantizeLinear or DequantizeLinear.
 struct QParams {
   const ir::Node* node = nullptr;
-  DType type = DType::kUndefined;     // the integer side's element type
-  std::vector<float> scales;          // one (per tensor) or one per index of `axis`
-  std::vector<int32_t> zero_points;   // as many as scales (zeros without a zero point)
-  int64_t axis = -1;                  // the quantized axis (normalized); -1 per tensor
-  std::string scale_name, zp_name;    // zp_name "" when the node has no zero point
+  DType type = DType::kUndefined;    // the integer side's element type
+  std::vector<float> scales;         // one (per tensor) or one per index of `axis`
+  std::vector<int32_t> zero_points;  // as many as scales (zeros without a zero point)
+  int64_t axis = -1;                 // the quantized axis (normalized); -1 per tensor
+  std::string scale_name, zp_name;   // zp_name "" when the node has no zero point
   bool per_tensor() const { return axis < 0; }
   float scale(int64_t i) const { return scales[per_tensor() ? 0 : i]; }
   int32_t zero_point(int64_t i) const { return zero_points[per_tensor() ? 0 : i]; }
@@ -99,9 +99,12 @@ struct Activation {
   float lo = 0, hi = 0, alpha = 0;
   float operator()(float x) const {
     switch (kind) {
-      case Kind::kRelu: return x < 0.f ? 0.f : x;
-      case Kind::kClip: return std::min(std::max(x, lo), hi);  // min > max gives max, as the Clip kernel
-      case Kind::kLeakyRelu: return x < 0.f ? alpha * x : x;
+      case Kind::kRelu:
+        return x < 0.f ? 0.f : x;
+      case Kind::kClip:
+        return std::min(std::max(x, lo), hi);  // min > max gives max, as the Clip kernel
+      case Kind::kLeakyRelu:
+        return x < 0.f ? alpha * x : x;
     }
     return x;
   }
@@ -140,13 +143,20 @@ class QdqFuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const ir::Node& n = g_.nodes[i];
       if (!n.domain.empty() || claimed_.count(n.name) || n.outputs.empty() || n.outputs[0].empty()) continue;
-      if (n.op_type == "Conv") TryConv(n);
-      else if (n.op_type == "MatMul") TryMatMul(n);
-      else if (n.op_type == "Gemm") TryGemm(n);
-      else if (n.op_type == "Add") TryAdd(n);
-      else if (n.op_type == "GlobalAveragePool") TryGlobalAveragePool(n);
-      else if (n.op_type == "Relu" || n.op_type == "Clip" || n.op_type == "LeakyRelu") TryLookup(n);
-      else TryPassThrough(n);
+      if (n.op_type == "Conv")
+        TryConv(n);
+      else if (n.op_type == "MatMul")
+        TryMatMul(n);
+      else if (n.op_type == "Gemm")
+        TryGemm(n);
+      else if (n.op_type == "Add")
+        TryAdd(n);
+      else if (n.op_type == "GlobalAveragePool")
+        TryGlobalAveragePool(n);
+      else if (n.op_type == "Relu" || n.op_type == "Clip" || n.op_type == "LeakyRelu")
+        TryLookup(n);
+      else
+        TryPassThrough(n);
     }
     RemoveDeadDequantizers();
     return std::move(patch_);
@@ -303,7 +313,8 @@ class QdqFuser {
       next = SoleReader(next->outputs[0]);
       if (!next) return {};
     }
-    if (next->op_type != "QuantizeLinear" || next->inputs[0] != (t.activation_node ? t.activation_node->outputs[0] : value))
+    if (next->op_type != "QuantizeLinear" ||
+        next->inputs[0] != (t.activation_node ? t.activation_node->outputs[0] : value))
       return {};
     auto q = ReadQdq(*next, -1);
     if (!q || !q->per_tensor()) return {};
@@ -451,9 +462,14 @@ class QdqFuser {
     f.vanishing = {conv.inputs[0], conv.inputs[1]};
     f.node = conv;
     f.node.op_type = "QLinearConv";
-    f.node.inputs = {x->node->inputs[0], x->scale_name, ZeroPoint(*x, f, conv.name + "_x_zero_point"),
-                     w_dq->inputs[0],    w->scale_name, ZeroPoint(*w, f, conv.name + "_w_zero_point"),
-                     tail->q.scale_name, ZeroPoint(tail->q, f, conv.name + "_y_zero_point")};
+    f.node.inputs = {x->node->inputs[0],
+                     x->scale_name,
+                     ZeroPoint(*x, f, conv.name + "_x_zero_point"),
+                     w_dq->inputs[0],
+                     w->scale_name,
+                     ZeroPoint(*w, f, conv.name + "_w_zero_point"),
+                     tail->q.scale_name,
+                     ZeroPoint(tail->q, f, conv.name + "_y_zero_point")};
     if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) {
       if (m < 0) return;
       const std::string bias = BiasInput(conv.inputs[2], *x, *w, m, 1.f, f, conv.name + "_bias_int32", f.vanishing);
@@ -486,9 +502,14 @@ class QdqFuser {
     f.vanishing = {mm.inputs[0], mm.inputs[1]};
     f.node = mm;
     f.node.op_type = "QLinearMatMul";
-    f.node.inputs = {a->node->inputs[0], a->scale_name, ZeroPoint(*a, f, mm.name + "_a_zero_point"),
-                     b_dq->inputs[0],    b->scale_name, ZeroPoint(*b, f, mm.name + "_b_zero_point"),
-                     tail->q.scale_name, ZeroPoint(tail->q, f, mm.name + "_y_zero_point")};
+    f.node.inputs = {a->node->inputs[0],
+                     a->scale_name,
+                     ZeroPoint(*a, f, mm.name + "_a_zero_point"),
+                     b_dq->inputs[0],
+                     b->scale_name,
+                     ZeroPoint(*b, f, mm.name + "_b_zero_point"),
+                     tail->q.scale_name,
+                     ZeroPoint(tail->q, f, mm.name + "_y_zero_point")};
     Finish(f, mm, *tail, false);
     Commit(mm, std::move(f));
   }
@@ -527,16 +548,22 @@ class QdqFuser {
     }
     f.node.op_type = "QGemm";
     f.node.domain = kSeqtoDomain;
-    f.node.inputs = {a->node->inputs[0], a->scale_name, ZeroPoint(*a, f, gemm.name + "_a_zero_point"),
-                     b_name,             b->scale_name, ZeroPoint(*b, f, gemm.name + "_b_zero_point"),
-                     tail->q.scale_name, ZeroPoint(tail->q, f, gemm.name + "_y_zero_point")};
+    f.node.inputs = {a->node->inputs[0],
+                     a->scale_name,
+                     ZeroPoint(*a, f, gemm.name + "_a_zero_point"),
+                     b_name,
+                     b->scale_name,
+                     ZeroPoint(*b, f, gemm.name + "_b_zero_point"),
+                     tail->q.scale_name,
+                     ZeroPoint(tail->q, f, gemm.name + "_y_zero_point")};
     if (gemm.inputs.size() > 2 && !gemm.inputs[2].empty() && *beta != 0.f) {
       const Tensor* c = Constant(gemm.inputs[2]);
       const ir::Node* c_dq = Producer(gemm.inputs[2]);
       const Tensor* cq = c_dq && !c_dq->inputs.empty() ? Constant(c_dq->inputs[0]) : nullptr;
       const Tensor* shape_of = c ? c : cq;
       // A bias per column: [N], [1, N] or a single value. (Per-row or full C is rare.)
-      if (!shape_of || !(shape_of->numel() == 1 || (shape_of->numel() == n && shape_of->dim(shape_of->rank() - 1) == n)))
+      if (!shape_of ||
+          !(shape_of->numel() == 1 || (shape_of->numel() == n && shape_of->dim(shape_of->rank() - 1) == n)))
         return;
       const std::string bias = BiasInput(gemm.inputs[2], *a, *b, n, *beta, f, gemm.name + "_bias_int32", f.vanishing);
       if (bias.empty()) return;
@@ -559,9 +586,14 @@ class QdqFuser {
     f.vanishing = {add.inputs[0], add.inputs[1]};
     f.node.op_type = "QLinearAdd";
     f.node.domain = kSeqtoDomain;
-    f.node.inputs = {a->node->inputs[0], a->scale_name, ZeroPoint(*a, f, add.name + "_a_zero_point"),
-                     b->node->inputs[0], b->scale_name, ZeroPoint(*b, f, add.name + "_b_zero_point"),
-                     tail->q.scale_name, ZeroPoint(tail->q, f, add.name + "_y_zero_point")};
+    f.node.inputs = {a->node->inputs[0],
+                     a->scale_name,
+                     ZeroPoint(*a, f, add.name + "_a_zero_point"),
+                     b->node->inputs[0],
+                     b->scale_name,
+                     ZeroPoint(*b, f, add.name + "_b_zero_point"),
+                     tail->q.scale_name,
+                     ZeroPoint(tail->q, f, add.name + "_y_zero_point")};
     Finish(f, add, *tail, !ClampIsNoOp(*tail));
     Commit(add, std::move(f));
   }
@@ -620,9 +652,9 @@ class QdqFuser {
   // Ops that only move, select or compare values: with the same (scale, zero point)
   // on both sides, running them on the integers is exact.
   void TryPassThrough(const ir::Node& n) {
-    static const std::set<std::string> kOps = {"Reshape", "Flatten",   "Squeeze",      "Unsqueeze", "Transpose",
-                                               "Identity", "MaxPool",  "DepthToSpace", "SpaceToDepth",
-                                               "Slice",   "Gather",    "Expand",       "Tile",      "Concat"};
+    static const std::set<std::string> kOps = {"Reshape",  "Flatten", "Squeeze",      "Unsqueeze",    "Transpose",
+                                               "Identity", "MaxPool", "DepthToSpace", "SpaceToDepth", "Slice",
+                                               "Gather",   "Expand",  "Tile",         "Concat"};
     if (!kOps.count(n.op_type) || n.inputs.empty()) return;
     // MaxPool's optional Indices output would have no integer counterpart to check.
     if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return;
@@ -668,8 +700,8 @@ class QdqFuser {
   const OptimizeOptions& options_;
   const UseMap uses_;
   std::map<std::string, Tensor> constants_;
-  std::set<std::string> names_;          // every value name, to make new ones unique
-  std::set<std::string> claimed_;        // nodes fused (anchors and removed nodes)
+  std::set<std::string> names_;               // every value name, to make new ones unique
+  std::set<std::string> claimed_;             // nodes fused (anchors and removed nodes)
   std::map<std::string, ir::Node> replaced_;  // anchor name -> its replacement
   std::vector<size_t> anchors_;               // indices of the replaced nodes
   GraphPatch patch_;
@@ -677,8 +709,6 @@ class QdqFuser {
 
 }  // namespace
 
-GraphPatch FuseQdq(const ir::Graph& graph, const OptimizeOptions& options) {
-  return QdqFuser(graph, options).Run();
-}
+GraphPatch FuseQdq(const ir::Graph& graph, const OptimizeOptions& options) { return QdqFuser(graph, options).Run(); }
 
 }  // namespace seqto::rewrite

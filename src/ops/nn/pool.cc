@@ -65,8 +65,7 @@ void PoolReference(const PoolAttrs& a, const PoolGeometry& g, const T* x, T* y, 
   const int64_t in_vol = d[0].in * d[1].in * d[2].in;
   const int64_t out_vol = d[0].out * d[1].out * d[2].out;
   const bool is_max = IsMax(a.kind);
-  ParallelFor(g.batch * g.channels, out_vol * d[0].kernel * d[1].kernel * d[2].kernel, [&](int64_t begin,
-                                                                                            int64_t end) {
+  ParallelFor(g.batch * g.channels, out_vol * d[0].kernel * d[1].kernel * d[2].kernel, [&](int64_t begin, int64_t end) {
     for (int64_t nc = begin; nc < end; ++nc) {
       const T* xc = x + nc * in_vol;
       for (int64_t o0 = 0; o0 < d[0].out; ++o0)
@@ -209,8 +208,12 @@ class PoolKernel final : public Kernel {
       return Status::Ok();
     }
     switch (x.dtype()) {
-      case DType::kFloat32: PoolReference(a_, g, x.data<float>(), y.data<float>(), indices); break;
-      case DType::kFloat64: PoolReference(a_, g, x.data<double>(), y.data<double>(), indices); break;
+      case DType::kFloat32:
+        PoolReference(a_, g, x.data<float>(), y.data<float>(), indices);
+        break;
+      case DType::kFloat64:
+        PoolReference(a_, g, x.data<double>(), y.data<double>(), indices);
+        break;
       case DType::kInt8:
         if (!IsMax(a_.kind)) return DTypeError(0, x.dtype(), "float32, float64");
         PoolReference(a_, g, x.data<int8_t>(), y.data<int8_t>(), indices);

@@ -34,8 +34,7 @@ size_t FineBins(const CalibrationOptions& o) {
 namespace calib {
 
 Status TensorStats::Add(const Tensor& value, const CalibrationOptions& options) {
-  if (value.dtype() != DType::kFloat32)
-    return UserError("calibration needs float32 values, got " + value.Describe());
+  if (value.dtype() != DType::kFloat32) return UserError("calibration needs float32 values, got " + value.Describe());
   const float* x = value.data<float>();
   const int64_t n = value.numel();
   // Min, max, min |x| and whether any value is NaN/Inf, in parallel chunks written so
@@ -153,8 +152,7 @@ size_t CalibrationStats::histogram_bins() const { return impl_->fine_bins; }
 
 size_t CalibrationStats::memory_bytes() const {
   size_t bytes = sizeof(Impl);
-  for (const auto& [name, s] : impl_->stats)
-    bytes += sizeof(s) + name.capacity() + s.hist.bins() * sizeof(double);
+  for (const auto& [name, s] : impl_->stats) bytes += sizeof(s) + name.capacity() + s.hist.bins() * sizeof(double);
   return bytes;
 }
 
@@ -164,7 +162,8 @@ Expected<TensorRanges> CalibrationStats::Ranges(CalibrationMethod method) const 
 
 Expected<TensorRanges> CalibrationStats::Ranges(CalibrationMethod method, const CalibrationOptions& options) const {
   const calib::MethodInfo* info = calib::FindMethod(method);
-  if (!info) return InternalError("calibration method " + std::to_string(static_cast<int>(method)) + " is not registered");
+  if (!info)
+    return InternalError("calibration method " + std::to_string(static_cast<int>(method)) + " is not registered");
   // The moving average is merged while observing: its settings are the ones given
   // at construction.
   CalibrationOptions o = options;
@@ -200,7 +199,7 @@ Expected<CalibrationStats> Calibrate(const ir::Model& model, const std::set<std:
 
   runtime::SessionOptions so;
   so.threads = threads;
-  so.optimize = false;     // keep every tensor as the float model computes it
+  so.optimize = false;       // keep every tensor as the float model computes it
   so.keep_values = tensors;  // and none folded away
   auto session = runtime::Session::Create(model, so);
   if (!session.ok()) return std::move(session).WithContext("calibration").error();

@@ -22,7 +22,7 @@ namespace seqto::quant {
 // Calibration methods; each computes a range from the shared statistics. Adding one
 // is one file in calib/ plus one registry line (calib/methods.cc).
 enum class CalibrationMethod { kMinMax, kEntropy, kPercentile, kDistribution, kMse };
-std::string CalibrationMethodName(CalibrationMethod m);  // "minmax", "entropy", ...
+std::string CalibrationMethodName(CalibrationMethod m);                       // "minmax", "entropy", ...
 Expected<CalibrationMethod> ParseCalibrationMethod(const std::string& name);  // also ORT's "MinMax", ...
 
 // ORT's calibrator options, with ORT's defaults (onnxruntime/python/tools/quantization/
@@ -35,12 +35,12 @@ struct CalibrationOptions {
   // (m += c * (chunk_mean - m)); 0 (ORT's None) is one chunk: the plain mean of the
   // per-batch min/max. 1 gives a per-batch exponential moving average.
   int moving_average_chunk = 0;
-  int entropy_num_bins = 128;        // Entropy: num_bins
+  int entropy_num_bins = 128;  // Entropy: num_bins
   int entropy_num_quantized_bins = 128;
-  int percentile_num_bins = 2048;    // Percentile: num_bins
+  int percentile_num_bins = 2048;  // Percentile: num_bins
   double percentile = 99.999;
-  bool percentile_symmetric = true;  // Percentile: symmetric (ORT default True)
-  int distribution_num_bins = 2048;  // Distribution: num_bins (ORT requires >= 512)
+  bool percentile_symmetric = true;            // Percentile: symmetric (ORT default True)
+  int distribution_num_bins = 2048;            // Distribution: num_bins (ORT requires >= 512)
   std::string distribution_scenario = "same";  // "same" or "p3"
   // MSE (not an ORT method): the integer grid the range is chosen for. Pass
   // qmax - qmin + 1 of the activation type's GetQRange (uint8: 256; symmetric uint8:
@@ -97,7 +97,7 @@ using BatchSource = std::function<Expected<bool>(runtime::TensorMap& feeds)>;
 // Runs `model` (float, unoptimized so every tensor is visible) once over all batches
 // and observes `tensors`. Progress goes to `progress` if given (batches done).
 Expected<CalibrationStats> Calibrate(const ir::Model& model, const std::set<std::string>& tensors,
-                                     const BatchSource& next_batch, const CalibrationOptions& options,
-                                     int threads = 0, const std::function<void(size_t)>& progress = {});
+                                     const BatchSource& next_batch, const CalibrationOptions& options, int threads = 0,
+                                     const std::function<void(size_t)>& progress = {});
 
 }  // namespace seqto::quant

@@ -18,9 +18,12 @@ Expected<TensorRange> DistributionRange(const TensorStats& stats, const Calibrat
     return UserError("distribution needs num_bins >= 512 (as ONNX Runtime), got " +
                      std::to_string(options.distribution_num_bins));
   double power;
-  if (options.distribution_scenario == "same") power = 1.0;
-  else if (options.distribution_scenario == "p3") power = 1.0 / 3.0;
-  else return UserError("unknown distribution scenario '" + options.distribution_scenario + "' (expected same or p3)");
+  if (options.distribution_scenario == "same")
+    power = 1.0;
+  else if (options.distribution_scenario == "p3")
+    power = 1.0 / 3.0;
+  else
+    return UserError("unknown distribution scenario '" + options.distribution_scenario + "' (expected same or p3)");
   const double t = stats.count == 0 ? 0.0 : stats.abs_max();
   const Histogram h = stats.hist.Rebin(static_cast<size_t>(options.distribution_num_bins), -t, t, false);
   double n = 0, s1 = 0, s2 = 0;

@@ -77,8 +77,7 @@ std::pair<double, double> EntropyThreshold(const Histogram& hist, int num_quanti
     // Candidate q: the window (without outliers) merged into qbins bins, each spread
     // evenly (integer division, as ORT's int64 array) over the block's positions.
     const size_t merged = size / qbins;
-    for (size_t k = 0; k < qbins; ++k)
-      quantized[k] = prefix[start + (k + 1) * merged] - prefix[start + k * merged];
+    for (size_t k = 0; k < qbins; ++k) quantized[k] = prefix[start + (k + 1) * merged] - prefix[start + k * merged];
     quantized[qbins - 1] += prefix[end] - prefix[start + qbins * merged];
     q.assign(size, 0.0);
     for (size_t k = 0; k < qbins; ++k) {
@@ -102,9 +101,10 @@ std::pair<double, double> EntropyThreshold(const Histogram& hist, int num_quanti
 Expected<TensorRange> EntropyRange(const TensorStats& stats, const CalibrationOptions& options) {
   const int bins = options.entropy_num_bins, qbins = options.entropy_num_quantized_bins;
   if (bins < 1 || qbins < 1 || qbins / 2 > bins / 2)
-    return UserError("entropy needs num_bins >= 1 and 1 <= num_quantized_bins with num_quantized_bins / 2 <= "
-                     "num_bins / 2, got " +
-                     std::to_string(bins) + " and " + std::to_string(qbins));
+    return UserError(
+        "entropy needs num_bins >= 1 and 1 <= num_quantized_bins with num_quantized_bins / 2 <= "
+        "num_bins / 2, got " +
+        std::to_string(bins) + " and " + std::to_string(qbins));
   TensorRange r;
   if (stats.count == 0) return r;
   const double t = stats.abs_max();

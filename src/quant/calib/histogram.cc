@@ -137,8 +137,8 @@ Histogram AdaptiveHistogram::Rebin(size_t bins, double lo, double hi, bool absol
       return;
     }
     for (size_t t = first; t <= last; ++t) {
-      const double overlap = std::min(cb, lo + width * static_cast<double>(t + 1)) -
-                             std::max(ca, lo + width * static_cast<double>(t));
+      const double overlap =
+          std::min(cb, lo + width * static_cast<double>(t + 1)) - std::max(ca, lo + width * static_cast<double>(t));
       if (overlap > 0) h.counts[t] += c * overlap / (cb - ca);
     }
   };

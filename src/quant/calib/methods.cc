@@ -4,11 +4,12 @@
 
 namespace seqto::quant::calib {
 
-Expected<TensorRange> MinMaxRange(const TensorStats& stats, const CalibrationOptions& options);        // minmax.cc
-Expected<TensorRange> EntropyRange(const TensorStats& stats, const CalibrationOptions& options);       // entropy.cc
-Expected<TensorRange> PercentileRange(const TensorStats& stats, const CalibrationOptions& options);    // percentile.cc
-Expected<TensorRange> DistributionRange(const TensorStats& stats, const CalibrationOptions& options);  // distribution.cc
-Expected<TensorRange> MseRange(const TensorStats& stats, const CalibrationOptions& options);           // mse.cc
+Expected<TensorRange> MinMaxRange(const TensorStats& stats, const CalibrationOptions& options);      // minmax.cc
+Expected<TensorRange> EntropyRange(const TensorStats& stats, const CalibrationOptions& options);     // entropy.cc
+Expected<TensorRange> PercentileRange(const TensorStats& stats, const CalibrationOptions& options);  // percentile.cc
+Expected<TensorRange> DistributionRange(const TensorStats& stats,
+                                        const CalibrationOptions& options);                   // distribution.cc
+Expected<TensorRange> MseRange(const TensorStats& stats, const CalibrationOptions& options);  // mse.cc
 
 const std::vector<MethodInfo>& Methods() {
   static const std::vector<MethodInfo> methods = {

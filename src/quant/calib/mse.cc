@@ -112,8 +112,7 @@ class Pieces {
     Above(g.hi, &above_n, &above_e);
     const double s = g.scale, noise = s * s / 12;
     double e = below_e + above_e + std::max(0.0, total() - below_n - above_n) * noise;
-    if (zero_up_ != kNone && v_[zero_up_] <= g.hi)
-      e += n_[zero_up_] * (UniformRoundingError(v_[zero_up_], s) - noise);
+    if (zero_up_ != kNone && v_[zero_up_] <= g.hi) e += n_[zero_up_] * (UniformRoundingError(v_[zero_up_], s) - noise);
     if (zero_down_ != kNone && u_[zero_down_] >= g.lo)
       e += n_[zero_down_] * (UniformRoundingError(-u_[zero_down_], s) - noise);
     return e;

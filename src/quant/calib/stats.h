@@ -65,7 +65,7 @@ struct TensorStats {
   double abs_max() const { return std::max(-min, max); }
 
   size_t batches = 0;
-  int64_t count = 0;      // values seen
+  int64_t count = 0;        // values seen
   double min = 0, max = 0;  // exact, over all values (0 while count == 0)
   double abs_min = 0;       // smallest |x| (ORT's |x| histogram starts there)
   // Moving average: the merged chunks, and the open chunk's sums of batch min/max.
