@@ -42,23 +42,6 @@ ir::Node MakeNode(const std::string& name, const std::string& op, std::vector<st
   return n;
 }
 
-Tensor ScaleTensor(const QuantParams& p) {
-  if (p.per_channel()) return Tensor::FromVector<float>({static_cast<int64_t>(p.scale.size())}, p.scale);
-  return Tensor::Scalar<float>(p.scale[0]);
-}
-
-Tensor ZeroPointTensor(const QuantParams& p) {
-  const DType dt = StorageDType(p.type);
-  Shape shape;
-  if (p.per_channel()) shape = {static_cast<int64_t>(p.zero_point.size())};
-  Tensor t(dt, shape);
-  VisitNumeric(dt, [&](auto tag) {
-    using T = decltype(tag);
-    for (size_t i = 0; i < p.zero_point.size(); ++i) t.data<T>()[i] = static_cast<T>(p.zero_point[i]);
-  });
-  return t;
-}
-
 // Gemm's B as MatMul's: transposed if transB, times alpha.
 Tensor GemmWeight(const Tensor& b, bool trans_b, float alpha) {
   const int64_t r = b.dim(0), c = b.dim(1);

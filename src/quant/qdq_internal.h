@@ -198,5 +198,9 @@ class NameAllocator {
 
 ir::Attribute IntAttr(int64_t v);
 ir::Attribute FloatAttr(float v);
+// The scale and zero-point initializers of quantization parameters: scalars per
+// tensor, 1-D per channel; the zero point in the storage type of p.type.
+Tensor ScaleTensor(const QuantParams& p);
+Tensor ZeroPointTensor(const QuantParams& p);
 
 }  // namespace seqto::quant::detail

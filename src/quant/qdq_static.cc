@@ -369,6 +369,24 @@ ir::Attribute FloatAttr(float v) {
   return a;
 }
 
+Tensor ScaleTensor(const QuantParams& p) {
+  if (p.per_channel()) return Tensor::FromVector<float>({static_cast<int64_t>(p.scale.size())}, p.scale);
+  return Tensor::Scalar<float>(p.scale[0]);
+}
+
+Tensor ZeroPointTensor(const QuantParams& p) {
+  const DType dt = StorageDType(p.type);
+  Shape shape;
+  if (p.per_channel()) shape = {static_cast<int64_t>(p.zero_point.size())};
+  Tensor t(dt, shape);
+  VisitNumeric(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* d = t.data<T>();
+    for (size_t i = 0; i < p.zero_point.size(); ++i) d[i] = static_cast<T>(p.zero_point[i]);
+  });
+  return t;
+}
+
 namespace {
 
 bool Is16Bit(QuantType t) { return t == QuantType::kInt16 || t == QuantType::kUInt16; }
@@ -687,24 +705,6 @@ std::set<std::string> StaticPlan::InsertedNodes() const {
 // Step 3: emission
 
 namespace {
-
-Tensor ScaleTensor(const QuantParams& p) {
-  if (p.per_channel()) return Tensor::FromVector<float>({static_cast<int64_t>(p.scale.size())}, p.scale);
-  return Tensor::Scalar<float>(p.scale[0]);
-}
-
-Tensor ZeroPointTensor(const QuantParams& p) {
-  const DType dt = StorageDType(p.type);
-  Shape shape;
-  if (p.per_channel()) shape = {static_cast<int64_t>(p.zero_point.size())};
-  Tensor t(dt, shape);
-  VisitNumeric(dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* d = t.data<T>();
-    for (size_t i = 0; i < p.zero_point.size(); ++i) d[i] = static_cast<T>(p.zero_point[i]);
-  });
-  return t;
-}
 
 Tensor ToHalf(const Tensor& x) {
   Tensor h(DType::kFloat16, x.shape());
