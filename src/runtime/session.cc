@@ -1,9 +1,9 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <map>
 #include <new>
 #include <stdexcept>
-#include <map>
 
 #include "core/parallel.h"
 #include "ops/registry.h"
@@ -63,7 +63,8 @@ class Session::Context final : public ops::KernelContext {
       throw AllocationError("kernel allocated output " + std::to_string(i) + " but the node has " +
                             std::to_string(num_outputs()) + " outputs");
     uint64_t bytes = DTypeSize(dtype);
-    if (bytes == 0) throw AllocationError("cannot allocate output " + std::to_string(i) + " of type " + DTypeName(dtype));
+    if (bytes == 0)
+      throw AllocationError("cannot allocate output " + std::to_string(i) + " of type " + DTypeName(dtype));
     bool overflow = false;
     for (int64_t d : shape) {
       if (d < 0)
@@ -107,7 +108,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const
     SEQTO_RETURN_IF_ERROR(s->Plan(model));
     return s;
   }
-  ir::Model prepared = model;  // cheap: tensors share their storage
+  ir::Model prepared = model;               // cheap: tensors share their storage
   if (unnamed) prepared.graph.NameNodes();  // a model built in code may leave names out
   SEQTO_RETURN_IF_ERROR(prepared.graph.Verify());
   if (options.optimize) {
@@ -218,7 +219,8 @@ Status Session::Plan(const ir::Model& model) {
 Status Session::CheckInput(const ir::ValueInfo& info, const Tensor& t) const {
   if (!info.is_tensor())
     return UserError("input '" + info.name + "' is a " + info.other_type + "; seqto only runs tensor inputs");
-  if (!t.defined()) return UserError("input '" + info.name + "': expected " + info.Describe() + ", got an empty tensor");
+  if (!t.defined())
+    return UserError("input '" + info.name + "': expected " + info.Describe() + ", got an empty tensor");
   auto mismatch = [&](const std::string& what) {
     return UserError("input '" + info.name + "': " + what + ": expected " + info.Describe() +
                      (info.shape && !info.shape->empty() ? " (any first dimension)" : "") + ", got " + t.Describe());
@@ -241,8 +243,8 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
 
   for (const auto& [name, t] : inputs) {
     auto it = value_ids_.find(name);
-    const bool is_input = it != value_ids_.end() &&
-                          std::find(input_ids_.begin(), input_ids_.end(), it->second) != input_ids_.end();
+    const bool is_input =
+        it != value_ids_.end() && std::find(input_ids_.begin(), input_ids_.end(), it->second) != input_ids_.end();
     if (!is_input) {
       std::string expected;
       for (const auto& in : inputs_) expected += (expected.empty() ? "'" : ", '") + in.name + "'";
@@ -284,8 +286,7 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
       const int id = step.outputs[i];
       if (id < 0) continue;
       Tensor& out = ctx.outputs()[i];
-      if (!out.defined())
-        return InternalError(where() + ": kernel did not produce output " + std::to_string(i));
+      if (!out.defined()) return InternalError(where() + ": kernel did not produce output " + std::to_string(i));
       if (hooks && hooks->override_value)
         if (auto replaced = hooks->override_value(value_names_[id], out)) {
           if (!replaced->defined())

@@ -84,11 +84,11 @@ class Session {
   SessionOptions options_;
   std::vector<ir::Node> nodes_;  // the graph's nodes; steps point into this
   std::vector<ir::ValueInfo> inputs_, outputs_;
-  std::vector<std::string> value_names_;     // value id -> name
+  std::vector<std::string> value_names_;  // value id -> name
   std::map<std::string, int> value_ids_;
-  std::vector<Tensor> constants_;            // by value id (undefined if not constant)
+  std::vector<Tensor> constants_;  // by value id (undefined if not constant)
   std::vector<int> input_ids_, output_ids_;
-  std::vector<int> folded_ids_;              // values computed by constant folding, in order
+  std::vector<int> folded_ids_;  // values computed by constant folding, in order
   std::vector<Step> steps_;
   std::unique_ptr<BufferPool> pool_;
   std::mutex run_mutex_;

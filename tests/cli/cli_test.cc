@@ -124,7 +124,8 @@ TEST(Cli, RunRejectsBadNpyInputs) {
     std::string h = dict;
     while ((10 + h.size() + 1) % 64 != 0) h += ' ';
     h += '\n';
-    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) + h;
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) +
+           h;
   };
   const std::pair<std::string, std::string> bad[] = {
       {"magic.npy", "PK\x03\x04 not numpy at all"},
@@ -156,9 +157,14 @@ TEST(Cli, RunRejectsBadNpyInputs) {
 TEST(Cli, BenchRejectsBadShapeSpecs) {
   const std::string model = (kRelu / "model.onnx").string();
   const std::pair<std::string, std::string> specs[] = {
-      {"x=abc", "bad shape"},      {"x=3x4x", "bad shape"},  {"x=3x0x5", "bad shape"},
-      {"x=-3x4x5", "bad shape"},   {"x=", "bad shape"},      {"x=3x4.5x5", "bad shape"},
-      {"x", "NAME=DIMS"},          {"nope=3x4x5", "'nope' is not an input"},
+      {"x=abc", "bad shape"},
+      {"x=3x4x", "bad shape"},
+      {"x=3x0x5", "bad shape"},
+      {"x=-3x4x5", "bad shape"},
+      {"x=", "bad shape"},
+      {"x=3x4.5x5", "bad shape"},
+      {"x", "NAME=DIMS"},
+      {"nope=3x4x5", "'nope' is not an input"},
       {"x=999999999999x999999999999", "too large"},
       {"x=3x4", "float32[3x4]"},  // wrong rank: the runtime names both shapes
   };
@@ -224,8 +230,8 @@ TEST(Cli, RunMatchesTheTestDataOutput) {
 TEST(Cli, BenchRunsARealModel) {
   const fs::path dir = TempDir();
   const std::string model = (kRelu / "model.onnx").string();
-  const std::vector<std::string> args = {"bench", model, "--runs", "3", "--warmup", "1", "--threads", "1",
-                                         "--json", (dir / "bench.json").string()};
+  const std::vector<std::string> args = {"bench", model,       "--runs", "3",      "--warmup",
+                                         "1",     "--threads", "1",      "--json", (dir / "bench.json").string()};
   const Result r = RunSeqto(args);
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
   EXPECT_NE(r.out.find("latency ms"), std::string::npos) << r.out;

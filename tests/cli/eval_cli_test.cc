@@ -78,7 +78,8 @@ std::string GrayPng(int w, int h, const unsigned char* pixels) {
     if (last) break;
   }
   z += Be32((b << 16) | a);
-  const std::string ihdr = Be32(static_cast<uint32_t>(w)) + Be32(static_cast<uint32_t>(h)) + std::string("\x08\x00\x00\x00\x00", 5);
+  const std::string ihdr =
+      Be32(static_cast<uint32_t>(w)) + Be32(static_cast<uint32_t>(h)) + std::string("\x08\x00\x00\x00\x00", 5);
   return std::string("\x89PNG\r\n\x1a\n", 8) + Chunk("IHDR", ihdr) + Chunk("IDAT", z) + Chunk("IEND", "");
 }
 
@@ -158,9 +159,9 @@ TEST_F(EvalCli, FashionMnistFromIdxFilesReproducesMetrics) {
   for (const std::string model : {"mobilenetv2", "resnet"}) {
     SCOPED_TRACE(model);
     double seconds = 0;
-    const auto j = Eval({(kExample / (model + ".onnx")).string(), "--data", (kFashion / "t10k-images-idx3-ubyte.gz").string(),
-                         "--preprocess", kSpec, "--batch", "250", "--threads", "1", "--save-predictions",
-                         (dir / (model + ".npy")).string()},
+    const auto j = Eval({(kExample / (model + ".onnx")).string(), "--data",
+                         (kFashion / "t10k-images-idx3-ubyte.gz").string(), "--preprocess", kSpec, "--batch", "250",
+                         "--threads", "1", "--save-predictions", (dir / (model + ".npy")).string()},
                         dir / (model + ".json"), &seconds);
     ASSERT_FALSE(j.is_null());
     std::printf("[ info ] %s idx: top-1 %.2f%% (metrics.json %.2f%%), %.1f s\n", model.c_str(),
@@ -191,8 +192,8 @@ TEST_F(EvalCli, FashionMnistFromPngFolderGivesTheSamePredictions) {
     SCOPED_TRACE(model);
     const std::string onnx = (kExample / (model + ".onnx")).string();
     double seconds = 0;
-    const auto j = Eval({onnx, "--data", png_dir.string(), "--preprocess", kSpec, "--batch", "250", "--threads",
-                         "1", "--save-predictions", (dir / (model + "_png.npy")).string()},
+    const auto j = Eval({onnx, "--data", png_dir.string(), "--preprocess", kSpec, "--batch", "250", "--threads", "1",
+                         "--save-predictions", (dir / (model + "_png.npy")).string()},
                         dir / (model + ".json"), &seconds);
     ASSERT_FALSE(j.is_null());
     std::printf("[ info ] %s png: top-1 %.2f%% (metrics.json %.2f%%), %.1f s\n", model.c_str(),
@@ -229,8 +230,8 @@ TEST_F(EvalCli, AgreementWithAReferenceModel) {
   const fs::path dir = TempDir();
   const std::string data = (kFashion / "t10k-images-idx3-ubyte.gz").string();
   const std::string mobilenet = (kExample / "mobilenetv2.onnx").string(), resnet = (kExample / "resnet.onnx").string();
-  const auto self = Eval({mobilenet, "--data", data, "--preprocess", kSpec, "--reference", mobilenet, "--samples", "500",
-                          "--threads", "1"},
+  const auto self = Eval({mobilenet, "--data", data, "--preprocess", kSpec, "--reference", mobilenet, "--samples",
+                          "500", "--threads", "1"},
                          dir / "self.json");
   ASSERT_FALSE(self.is_null());
   EXPECT_EQ(self["reference"], mobilenet);
@@ -240,9 +241,9 @@ TEST_F(EvalCli, AgreementWithAReferenceModel) {
   EXPECT_EQ(self["agreement"]["kendall_tau"], 1.0);
   EXPECT_EQ(self["agreement"]["kl_divergence"], 0.0);
   EXPECT_GT(self["agreement"]["sqnr_db"].get<double>(), 200.0);
-  const auto other = Eval({mobilenet, "--data", data, "--preprocess", kSpec, "--reference", resnet, "--samples", "500",
-                           "--threads", "1"},
-                          dir / "other.json");
+  const auto other = Eval(
+      {mobilenet, "--data", data, "--preprocess", kSpec, "--reference", resnet, "--samples", "500", "--threads", "1"},
+      dir / "other.json");
   ASSERT_FALSE(other.is_null());
   const double agree = other["agreement"]["top1"].get<double>();
   EXPECT_GT(agree, 80.0);  // two ~91% models agree on most images, not all
@@ -260,8 +261,8 @@ TEST_F(EvalCli, SeededSubsetIsTheDocumentedOne) {
   const std::string model = (kExample / "resnet.onnx").string();
   const std::string data = (kFashion / "t10k-images-idx3-ubyte.gz").string();
   auto run = [&](const std::string& samples, const std::string& seed, const std::string& name) {
-    const auto j = Eval({model, "--data", data, "--preprocess", kSpec, "--samples", samples, "--seed", seed, "--threads",
-                         "1", "--save-predictions", (dir / (name + ".npy")).string()},
+    const auto j = Eval({model, "--data", data, "--preprocess", kSpec, "--samples", samples, "--seed", seed,
+                         "--threads", "1", "--save-predictions", (dir / (name + ".npy")).string()},
                         dir / (name + ".json"));
     EXPECT_EQ(j["samples"], samples == "0" ? 10000 : std::stoi(samples));  // 0: all
     EXPECT_EQ(j["data_size"], 10000);
@@ -308,7 +309,8 @@ TEST_F(EvalCli, BadInputIsOneErrorLine) {
   // A truncated PNG among good ones (found while the run is under way).
   for (int i = 0; i < 5; ++i) WriteFile(dir / "trunc/3" / ("good" + std::to_string(i) + ".png"), png);
   WriteFile(dir / "trunc/7/bad.png", png.substr(0, png.size() / 2));
-  ExpectUserError(eval((dir / "trunc").string(), {"--batch", "2"}), {(dir / "trunc/7/bad.png").string(), "corrupt PNG"});
+  ExpectUserError(eval((dir / "trunc").string(), {"--batch", "2"}),
+                  {(dir / "trunc/7/bad.png").string(), "corrupt PNG"});
   // Random bytes named .jpg, as the first sample.
   WriteFile(dir / "junk/0/a.jpg", "\xff\xd8\xff\xe0 this is not really a JPEG at all");
   ExpectUserError(eval((dir / "junk").string()), {(dir / "junk/0/a.jpg").string(), "corrupt JPEG"});
@@ -335,7 +337,8 @@ TEST_F(EvalCli, BadInputIsOneErrorLine) {
   WriteFile(dir / "notes.txt", "hello");
   ExpectUserError(eval((dir / "notes.txt").string()), {"notes.txt", "unknown data format"});
   // Unknown or malformed preprocess keys name the key.
-  ExpectUserError(eval(npy, {"--preprocess", "scale=1,rezise=256"}), {"--preprocess", "unknown preprocess key 'rezise'"});
+  ExpectUserError(eval(npy, {"--preprocess", "scale=1,rezise=256"}),
+                  {"--preprocess", "unknown preprocess key 'rezise'"});
   ExpectUserError(eval(npy, {"--preprocess", "std=0"}), {"--preprocess", "'std'", "0 is not allowed"});
   ExpectUserError(eval(npy, {"--preprocess", "resize=32"}), {"preprocess key 'resize' applies to images only"});
   // A bad model, a bad reference, bad numbers.

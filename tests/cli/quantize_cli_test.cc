@@ -38,8 +38,8 @@ void CheckOutput(const fs::path& model, const nlohmann::json& j, const std::stri
   ASSERT_TRUE(m.ok()) << m.error().message;
   Status s = onnxio::CheckModel(*m);
   EXPECT_TRUE(s.ok()) << s.message();
-  for (const char* key : {"output", "mode", "size_bytes", "groups", "quantized_nodes", "excluded_nodes", "calibration",
-                          "options"})
+  for (const char* key :
+       {"output", "mode", "size_bytes", "groups", "quantized_nodes", "excluded_nodes", "calibration", "options"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j.value("output", ""), model.string());
   EXPECT_EQ(j.value("mode", ""), mode);
@@ -62,9 +62,15 @@ void CheckOutput(const fs::path& model, const nlohmann::json& j, const std::stri
 TEST(QuantizeCli, StaticWithCalibrationData) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "resnet_q.onnx", json = dir / "q.json";
-  const std::vector<std::string> args = {"quantize", (kExamples / "resnet.onnx").string(), "-o", out.string(),
-                                         "--calib-data", (kExamples / "sample_input.npy").string(), "--per-channel",
-                                         "--json", json.string()};
+  const std::vector<std::string> args = {"quantize",
+                                         (kExamples / "resnet.onnx").string(),
+                                         "-o",
+                                         out.string(),
+                                         "--calib-data",
+                                         (kExamples / "sample_input.npy").string(),
+                                         "--per-channel",
+                                         "--json",
+                                         json.string()};
   const Result r = RunSeqto(args);
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
   EXPECT_NE(r.err.find("calibrat"), std::string::npos) << "progress lines on stderr: " << r.err;
@@ -82,8 +88,9 @@ TEST(QuantizeCli, StaticWithCalibrationData) {
 TEST(QuantizeCli, DynamicNeedsNoCalibrationData) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "m_dyn.onnx", json = dir / "q.json";
-  const std::vector<std::string> args = {"quantize", (kExamples / "mobilenetv2.onnx").string(), "-o", out.string(),
-                                         "--mode", "dynamic", "--json", json.string()};
+  const std::vector<std::string> args = {
+      "quantize",   (kExamples / "mobilenetv2.onnx").string(), "-o", out.string(), "--mode", "dynamic", "--json",
+      json.string()};
   const Result r = RunSeqto(args);
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
   const nlohmann::json j = ReadJson(json);
@@ -109,9 +116,12 @@ TEST(QuantizeCli, ConfigFileAndExclusions) {
                       "CalibMovingAverage": false,
                       "TensorQuantOverrides": {"input": [{"scale": 0.0625, "zero_point": 128}]}}
   })";
-  const std::vector<std::string> args = {"quantize", (kExamples / "resnet.onnx").string(), "-o", out.string(),
-                                         "--calib-data", (kExamples / "sample_input.npy").string(), "--config",
-                                         config.string(), "--exclude", "/layer4/*,/fc/Gemm", "--json", json.string()};
+  const std::vector<std::string> args = {"quantize",     (kExamples / "resnet.onnx").string(),
+                                         "-o",           out.string(),
+                                         "--calib-data", (kExamples / "sample_input.npy").string(),
+                                         "--config",     config.string(),
+                                         "--exclude",    "/layer4/*,/fc/Gemm",
+                                         "--json",       json.string()};
   const Result r = RunSeqto(args);
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
   const nlohmann::json j = ReadJson(json);

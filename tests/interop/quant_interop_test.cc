@@ -48,7 +48,8 @@ Expected<Data> Load(const std::string& images, int64_t samples, uint64_t seed) {
   SEQTO_ASSIGN_OR_RETURN(auto ds, data::OpenDataset(std::string(kDataDir) + images, options));
   const std::vector<int64_t> indices = data::SampleIndices(ds->size(), samples, seed);
   std::vector<data::TargetInput> targets = {{"input", DType::kFloat32, Shape{-1, 1, 28, 28}}};
-  SEQTO_ASSIGN_OR_RETURN(auto it, data::BatchIterator::Create(ds, indices, static_cast<int64_t>(indices.size()), targets));
+  SEQTO_ASSIGN_OR_RETURN(auto it,
+                         data::BatchIterator::Create(ds, indices, static_cast<int64_t>(indices.size()), targets));
   data::Batch batch;
   SEQTO_ASSIGN_OR_RETURN(bool more, it->Next(batch));
   if (!more) return UserError("no samples");
@@ -207,7 +208,8 @@ TEST_P(QuantInterop, OnnxRuntimeAgreesWithSeqto) {
     ASSERT_TRUE(q.ok()) << q.error().message;
     Status check = onnxio::CheckModel(*q);
     ASSERT_TRUE(check.ok()) << check.message();
-    const fs::path path = fs::path(::testing::TempDir()) / ("seqto_quant_" + name + "_" + std::to_string(::getpid()) + ".onnx");
+    const fs::path path =
+        fs::path(::testing::TempDir()) / ("seqto_quant_" + name + "_" + std::to_string(::getpid()) + ".onnx");
     ASSERT_TRUE(onnxio::SaveModel(*q, path.string()).ok());
     auto ort_out = RunOn("ort", path.string(), eval.x);
     auto ours = RunOn("engine", path.string(), eval.x);
@@ -226,9 +228,10 @@ TEST_P(QuantInterop, OnnxRuntimeAgreesWithSeqto) {
     size_t qdq = 0;
     for (const auto& n : q->graph.nodes)
       qdq += n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" || n.op_type == "DynamicQuantizeLinear";
-    std::printf("[%s] %-48s groups %2zu, Q/DQ %3zu: seqto %.2f%%, ORT %.2f%% top-1; agreement %.2f%%, max |logit diff| %.3g\n",
-                name.c_str(), v.name.c_str(), plan->groups().size(), qdq, Accuracy(b, eval.labels),
-                Accuracy(a, eval.labels), agreement, max_diff);
+    std::printf(
+        "[%s] %-48s groups %2zu, Q/DQ %3zu: seqto %.2f%%, ORT %.2f%% top-1; agreement %.2f%%, max |logit diff| %.3g\n",
+        name.c_str(), v.name.c_str(), plan->groups().size(), qdq, Accuracy(b, eval.labels), Accuracy(a, eval.labels),
+        agreement, max_diff);
     EXPECT_GE(agreement, 99.5);
     // Quantization costs little accuracy on these models.
     EXPECT_GT(Accuracy(b, eval.labels), Accuracy(float_top1, eval.labels) - 3.0);
@@ -239,7 +242,6 @@ INSTANTIATE_TEST_SUITE_P(FashionMnist, QuantInterop, ::testing::Values("mobilene
 
 }  // namespace
 }  // namespace seqto
-
 
 namespace seqto {
 namespace {
@@ -371,7 +373,8 @@ TEST(QuantInteropOps, EveryOpTypeRunsInOnnxRuntime) {
       ASSERT_TRUE(q.ok()) << q.error().message;
       Status check = onnxio::CheckModel(*q);
       ASSERT_TRUE(check.ok()) << check.message();
-      const fs::path path = fs::path(::testing::TempDir()) / ("seqto_quant_zoo_" + std::to_string(::getpid()) + ".onnx");
+      const fs::path path =
+          fs::path(::testing::TempDir()) / ("seqto_quant_zoo_" + std::to_string(::getpid()) + ".onnx");
       ASSERT_TRUE(onnxio::SaveModel(*q, path.string()).ok());
       auto theirs = testing::OrtRun(path.string(), eval);
       fs::remove(path);

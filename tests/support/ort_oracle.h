@@ -28,12 +28,11 @@ Status OrtAvailable();
 
 // Runs `model_path` once with ONNX Runtime on `inputs` (by graph-input name) and
 // returns every graph output by name.
-Expected<OrtTensors> OrtRun(const std::string& model_path, const OrtTensors& inputs,
-                            const OrtOptions& options = {});
+Expected<OrtTensors> OrtRun(const std::string& model_path, const OrtTensors& inputs, const OrtOptions& options = {});
 
 // Latency of ONNX Runtime on `inputs`: `warmup` untimed runs, then `runs` timed runs,
 // timed inside the Node.js process (start-up and model loading do not count).
-Expected<LatencyStats> OrtBenchmark(const std::string& model_path, const OrtTensors& inputs, int runs,
-                                    int warmup = 3, const OrtOptions& options = {});
+Expected<LatencyStats> OrtBenchmark(const std::string& model_path, const OrtTensors& inputs, int runs, int warmup = 3,
+                                    const OrtOptions& options = {});
 
 }  // namespace seqto::testing

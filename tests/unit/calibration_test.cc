@@ -615,7 +615,8 @@ TEST(QuantCalibration, MseOnUniformDataIsAlmostMinMax) {
   const int n = 200001;
   for (int i = 0; i < n; ++i) b.push_back(static_cast<float>(-1.0 + 4.0 * i / (n - 1)));
   std::vector<Batch> batches;
-  for (size_t i = 0; i < b.size(); i += 50000) batches.emplace_back(b.begin() + i, b.begin() + std::min(b.size(), i + 50000));
+  for (size_t i = 0; i < b.size(); i += 50000)
+    batches.emplace_back(b.begin() + i, b.begin() + std::min(b.size(), i + 50000));
   const CalibrationStats stats = Collect(batches);
   const TensorRange mm = RangeOf(stats, CalibrationMethod::kMinMax);
   const TensorRange r = RangeOf(stats, CalibrationMethod::kMse);

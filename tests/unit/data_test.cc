@@ -119,7 +119,8 @@ void WriteGz(const fs::path& p, const std::string& bytes) {
 void ExpectError(const Status& s, const std::vector<std::string>& parts) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().kind, ErrorKind::kUser) << s.error().message;
-  for (const auto& p : parts) EXPECT_NE(s.error().message.find(p), std::string::npos) << "'" << p << "' missing: " << s.error().message;
+  for (const auto& p : parts)
+    EXPECT_NE(s.error().message.find(p), std::string::npos) << "'" << p << "' missing: " << s.error().message;
 }
 
 template <typename T>
@@ -142,8 +143,8 @@ TEST(Sampling, SubsetMatchesTheDocumentedAlgorithm) {
   EXPECT_EQ(SampleIndices(10, 4, 0), (std::vector<int64_t>{3, 4, 6, 9}));
   EXPECT_EQ(SampleIndices(10000, 10, 42),
             (std::vector<int64_t>{177, 406, 1456, 1809, 5222, 7717, 7870, 8530, 8563, 9318}));
-  EXPECT_EQ(SampleIndices(100, 20, 20240501), (std::vector<int64_t>{4, 17, 20, 27, 36, 39, 45, 52, 56, 63, 67, 68, 74,
-                                                                     76, 78, 81, 85, 89, 97, 98}));
+  EXPECT_EQ(SampleIndices(100, 20, 20240501),
+            (std::vector<int64_t>{4, 17, 20, 27, 36, 39, 45, 52, 56, 63, 67, 68, 74, 76, 78, 81, 85, 89, 97, 98}));
 }
 
 TEST(Sampling, SubsetProperties) {
@@ -300,7 +301,8 @@ TEST(IdxData, Errors) {
   WriteFile(dir / "trunc-images-idx3-ubyte", images.substr(0, images.size() - 3));
   ExpectError(OpenDataset((dir / "trunc-images-idx3-ubyte").string()), {"trunc-images-idx3-ubyte", "truncated"});
   WriteGz(dir / "truncgz-images-idx3-ubyte.gz", images.substr(0, images.size() - 3));
-  ExpectError(OpenDataset((dir / "truncgz-images-idx3-ubyte.gz").string()), {"truncgz-images-idx3-ubyte.gz", "truncated"});
+  ExpectError(OpenDataset((dir / "truncgz-images-idx3-ubyte.gz").string()),
+              {"truncgz-images-idx3-ubyte.gz", "truncated"});
   WriteFile(dir / "extra-images-idx3-ubyte", images + "zz");
   ExpectError(OpenDataset((dir / "extra-images-idx3-ubyte").string()), {"extra-images-idx3-ubyte", "unexpected bytes"});
   // A header claiming a huge array in a small file fails before allocating.
@@ -311,7 +313,8 @@ TEST(IdxData, Errors) {
   // The labels next to the images must have as many entries.
   WriteFile(dir / "a-images-idx3-ubyte", images);
   WriteFile(dir / "a-labels-idx1-ubyte", IdxBytes(0x08, {2}, "\x01\x02"));
-  ExpectError(OpenDataset((dir / "a-images-idx3-ubyte").string()), {"a-labels-idx1-ubyte", "has 2 labels", "3 samples"});
+  ExpectError(OpenDataset((dir / "a-images-idx3-ubyte").string()),
+              {"a-labels-idx1-ubyte", "has 2 labels", "3 samples"});
   DataOptions o;
   o.preprocess = *ParsePreprocessSpec("color=rgb");
   WriteFile(dir / "b-images-idx3-ubyte", images);
@@ -509,13 +512,19 @@ TEST(OnnxTestData, SetsSplitAlongTheFirstDimension) {
   auto add = OpenDataset((kTestData / "node/test_add").string());
   ASSERT_TRUE(add.ok()) << add.error().message;
   EXPECT_EQ((*add)->input_names(), (std::vector<std::string>{"x", "y"}));
-  auto two = BatchIterator::Create(*add, {0, 1, 2}, 2, {{"y", DType::kFloat32, std::nullopt}, {"x", DType::kFloat32, std::nullopt}});
+  auto two = BatchIterator::Create(*add, {0, 1, 2}, 2,
+                                   {{"y", DType::kFloat32, std::nullopt}, {"x", DType::kFloat32, std::nullopt}});
   ASSERT_TRUE(two.ok()) << two.error().message;
   ASSERT_TRUE(*(*two)->Next(b));
   EXPECT_EQ(b.feeds.size(), 2u);
   EXPECT_EQ(b.feeds["x"].shape(), (Shape{2, 4, 5}));
-  ExpectError(BatchIterator::Create(*add, {0}, 1, {{"x", DType::kFloat32, std::nullopt}}), {"'y'", "model does not have"});
-  ExpectError(BatchIterator::Create(*add, {0}, 1, {{"x", DType::kUndefined, std::nullopt}, {"y", DType::kUndefined, std::nullopt}, {"z", DType::kUndefined, std::nullopt}}), {"model input 'z' is not in the data"});
+  ExpectError(BatchIterator::Create(*add, {0}, 1, {{"x", DType::kFloat32, std::nullopt}}),
+              {"'y'", "model does not have"});
+  ExpectError(BatchIterator::Create(*add, {0}, 1,
+                                    {{"x", DType::kUndefined, std::nullopt},
+                                     {"y", DType::kUndefined, std::nullopt},
+                                     {"z", DType::kUndefined, std::nullopt}}),
+              {"model input 'z' is not in the data"});
   DataOptions o;
   o.preprocess = *ParsePreprocessSpec("resize=3");
   ExpectError(OpenDataset(relu.string(), o), {"'resize' applies to images only"});
@@ -549,7 +558,8 @@ TEST(Batching, StacksFitsConvertsAndCarriesLabels) {
     EXPECT_EQ(x.shape(), (Shape{b.size(), 1, 2, 2}));
     for (int64_t r = 0; r < b.size(); ++r) {
       seen_labels.push_back(b.labels[static_cast<size_t>(r)]);
-      for (int k = 0; k < 4; ++k) EXPECT_EQ(x.data<float>()[r * 4 + k], static_cast<float>(b.indices[static_cast<size_t>(r)] * 4 + k));
+      for (int k = 0; k < 4; ++k)
+        EXPECT_EQ(x.data<float>()[r * 4 + k], static_cast<float>(b.indices[static_cast<size_t>(r)] * 4 + k));
     }
   }
   EXPECT_EQ(sizes, (std::vector<int64_t>{2, 2, 1}));
@@ -575,7 +585,9 @@ TEST(Batching, StacksFitsConvertsAndCarriesLabels) {
   ExpectError(BatchIterator::Create(*ds, indices, 2, {{"img", DType::kFloat32, Shape{-1, 3, 2, 2}}}),
               {"x.npy[0]", "sample shape 2x2", "'img'", "3x2x2 per sample"});
   ExpectError(BatchIterator::Create(*ds, indices, 2, {{"img", DType::kInt64, std::nullopt}}), {"uint8", "int64"});
-  ExpectError(BatchIterator::Create(*ds, indices, 2, {{"a", DType::kUndefined, std::nullopt}, {"b", DType::kUndefined, std::nullopt}}), {"2 inputs", "'a'", "'b'", "gives 1"});
+  ExpectError(BatchIterator::Create(*ds, indices, 2,
+                                    {{"a", DType::kUndefined, std::nullopt}, {"b", DType::kUndefined, std::nullopt}}),
+              {"2 inputs", "'a'", "'b'", "gives 1"});
   ExpectError(BatchIterator::Create(*ds, indices, 0), {"batch size"});
 }
 

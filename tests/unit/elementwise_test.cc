@@ -107,9 +107,12 @@ void ExpectClose(const std::vector<double>& e, const Tensor& actual, double rtol
   int bad = 0;
   for (size_t i = 0; i < e.size() && bad < 5; ++i) {
     bool ok;
-    if (std::isnan(e[i])) ok = std::isnan(a[i]);
-    else if (std::isinf(e[i])) ok = a[i] == e[i];
-    else ok = std::fabs(a[i] - e[i]) <= atol + rtol * std::fabs(e[i]);
+    if (std::isnan(e[i]))
+      ok = std::isnan(a[i]);
+    else if (std::isinf(e[i]))
+      ok = a[i] == e[i];
+    else
+      ok = std::fabs(a[i] - e[i]) <= atol + rtol * std::fabs(e[i]);
     if (!ok) {
       ++bad;
       ADD_FAILURE() << what << " element " << i << ": got " << a[i] << ", expected " << e[i];
@@ -164,9 +167,19 @@ struct ShapePair {
   Shape a, b;
 };
 const std::vector<ShapePair> kBroadcastCases = {
-    {{2, 3, 4, 5}, {3, 1, 5}}, {{1, 4, 1}, {3, 1, 2}},  {{7}, {}},          {{}, {2, 3}},        {{5}, {2, 1, 5}},
-    {{3, 1}, {1, 4}},          {{2, 1, 3, 1}, {1, 5, 1, 7}}, {{1, 1}, {1}}, {{6, 1, 1, 4}, {6, 5, 1, 4}},
-    {{0, 3}, {3}},             {{2, 0}, {1, 1}},        {{4, 3}, {4, 3}},   {{1, 9, 1}, {9, 9}},
+    {{2, 3, 4, 5}, {3, 1, 5}},
+    {{1, 4, 1}, {3, 1, 2}},
+    {{7}, {}},
+    {{}, {2, 3}},
+    {{5}, {2, 1, 5}},
+    {{3, 1}, {1, 4}},
+    {{2, 1, 3, 1}, {1, 5, 1, 7}},
+    {{1, 1}, {1}},
+    {{6, 1, 1, 4}, {6, 5, 1, 4}},
+    {{0, 3}, {3}},
+    {{2, 0}, {1, 1}},
+    {{4, 3}, {4, 3}},
+    {{1, 9, 1}, {9, 9}},
 };
 
 TEST(ElementwiseBroadcast, BinaryOpsOfOddShapesMatchNaive) {
@@ -187,8 +200,13 @@ TEST(ElementwiseBroadcast, BinaryOpsOfOddShapesMatchNaive) {
           const float x = static_cast<float>(va[SourceIndex(sa, out, i)]);
           const float z = static_cast<float>(vb[SourceIndex(sb, out, i)]);
           const std::string o = op;
-          expected[i] = o == "Add" ? x + z : o == "Sub" ? x - z : o == "Mul" ? x * z : o == "Div" ? x / z
-                      : o == "Max" ? std::max(x, z) : o == "Min" ? std::min(x, z) : double(x < z);
+          expected[i] = o == "Add"   ? x + z
+                        : o == "Sub" ? x - z
+                        : o == "Mul" ? x * z
+                        : o == "Div" ? x / z
+                        : o == "Max" ? std::max(x, z)
+                        : o == "Min" ? std::min(x, z)
+                                     : double(x < z);
         }
         ExpectExact(expected, y, what);
       }
@@ -200,8 +218,8 @@ TEST(ElementwiseBroadcast, BinaryOpsOfOddShapesMatchNaive) {
 // outer dimensions (the odometer's starting position).
 TEST(ElementwiseBroadcast, LargeTensorsSplitAcrossThreadsMatchNaive) {
   ThreadsGuard guard(2);
-  const std::vector<ShapePair> cases = {{{64, 33, 129}, {33, 1}}, {{3, 1, 70000}, {1, 5, 1}}, {{200001}, {}},
-                                        {{8, 16, 24, 24}, {1, 16, 1, 1}}};
+  const std::vector<ShapePair> cases = {
+      {{64, 33, 129}, {33, 1}}, {{3, 1, 70000}, {1, 5, 1}}, {{200001}, {}}, {{8, 16, 24, 24}, {1, 16, 1, 1}}};
   uint32_t seed = 100;
   for (const auto& [sa, sb] : cases) {
     const Tensor a = Random(sa, seed++), b = Random(sb, seed++);
@@ -211,7 +229,8 @@ TEST(ElementwiseBroadcast, LargeTensorsSplitAcrossThreadsMatchNaive) {
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
     std::vector<double> expected(static_cast<size_t>(NumElements(out)));
-    for (int64_t i = 0; i < NumElements(out); ++i) expected[i] = pa[SourceIndex(sa, out, i)] + pb[SourceIndex(sb, out, i)];
+    for (int64_t i = 0; i < NumElements(out); ++i)
+      expected[i] = pa[SourceIndex(sa, out, i)] + pb[SourceIndex(sb, out, i)];
     ExpectExact(expected, y, "Add " + ShapeToString(sa) + " with " + ShapeToString(sb));
   }
 }
@@ -242,8 +261,11 @@ TEST(ElementwiseBroadcast, WhereBroadcastsAllThreeInputs) {
   }
   // Every element size, same shapes.
   Tensor c2 = Make<bool>({4}, {true, false, false, true});
-  ExpectExact({1, -2, -3, 4}, MustRun({"Where", {c2, Make<int8_t>({4}, {1, 2, 3, 4}), Make<int8_t>({4}, {-1, -2, -3, -4})}}), "int8");
-  ExpectExact({1, -2, -3, 4}, MustRun({"Where", {c2, Make<int64_t>({4}, {1, 2, 3, 4}), Make<int64_t>({4}, {-1, -2, -3, -4})}}), "int64");
+  ExpectExact({1, -2, -3, 4},
+              MustRun({"Where", {c2, Make<int8_t>({4}, {1, 2, 3, 4}), Make<int8_t>({4}, {-1, -2, -3, -4})}}), "int8");
+  ExpectExact({1, -2, -3, 4},
+              MustRun({"Where", {c2, Make<int64_t>({4}, {1, 2, 3, 4}), Make<int64_t>({4}, {-1, -2, -3, -4})}}),
+              "int64");
   EXPECT_FALSE(TryRun({"Where", {Random({4}, 1), Random({4}, 2), Random({4}, 3)}}).ok());  // condition not bool
 }
 
@@ -259,8 +281,10 @@ TEST(ElementwiseBroadcast, VariadicOpsFoldThreeShapes) {
       const float x1 = b.data<float>()[SourceIndex(b.shape(), out, i)];
       const float x2 = c.data<float>()[SourceIndex(c.shape(), out, i)];
       const std::string o = op;
-      expected[i] = o == "Sum" ? (x0 + x1) + x2 : o == "Mean" ? ((x0 + x1) + x2) / 3.0f
-                  : o == "Max" ? std::max({x0, x1, x2}) : std::min({x0, x1, x2});
+      expected[i] = o == "Sum"    ? (x0 + x1) + x2
+                    : o == "Mean" ? ((x0 + x1) + x2) / 3.0f
+                    : o == "Max"  ? std::max({x0, x1, x2})
+                                  : std::min({x0, x1, x2});
     }
     ExpectClose(expected, y, 1e-6, 0, op);
   }
@@ -295,14 +319,17 @@ TEST(ElementwiseLegacy, BroadcastAlongAxis) {
   ExpectExact(expected, y3, "scalar");
 
   // Axis 0 with a size-1 trailing dimension (PyTorch's export of x + y[:, None]).
-  const Tensor y4 = MustRun({"Add", {Make<double>({2, 3}, {1, 2, 3, 4, 5, 6}), Make<double>({2, 1}, {10, 20})},
-                             {{"broadcast", Int(1)}, {"axis", Int(0)}}, 6});
+  const Tensor y4 = MustRun({"Add",
+                             {Make<double>({2, 3}, {1, 2, 3, 4, 5, 6}), Make<double>({2, 1}, {10, 20})},
+                             {{"broadcast", Int(1)}, {"axis", Int(0)}},
+                             6});
   ExpectExact({11, 12, 13, 24, 25, 26}, y4, "axis 0");
 
   // The same B means something else with numpy rules: at opset 7 the legacy
   // attributes are ignored and [3] aligns with the last dimension.
   const Tensor x = Make<float>({3, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0}), v = Make<float>({3}, {1, 2, 3});
-  ExpectExact({1, 1, 1, 2, 2, 2, 3, 3, 3}, MustRun({"Add", {x, v}, {{"broadcast", Int(1)}, {"axis", Int(0)}}, 6}), "opset 6");
+  ExpectExact({1, 1, 1, 2, 2, 2, 3, 3, 3}, MustRun({"Add", {x, v}, {{"broadcast", Int(1)}, {"axis", Int(0)}}, 6}),
+              "opset 6");
   ExpectExact({1, 2, 3, 1, 2, 3, 1, 2, 3}, MustRun({"Add", {x, v}, {}, 7}), "opset 7");
 
   // Mismatches are errors, not crashes.
@@ -328,16 +355,16 @@ TEST(ElementwiseLegacy, PReluSlopePerChannelBeforeOpset7) {
     expected[i] = v < 0 ? v * slope4.data<float>()[i % 4] : v;
   }
   ExpectExact(expected, MustRun({"PRelu", {x, slope4}, {}, 9}), "opset 9");
-  EXPECT_FALSE(TryRun({"PRelu", {x, slope}, {}, 9}).ok());                  // [3] does not broadcast to 2x3x4
+  EXPECT_FALSE(TryRun({"PRelu", {x, slope}, {}, 9}).ok());                    // [3] does not broadcast to 2x3x4
   EXPECT_FALSE(TryRun({"PRelu", {x, Random({5, 2, 3, 4}, 2)}, {}, 9}).ok());  // would grow the output
 }
 
 // --- Rounding ------------------------------------------------------------------
 
 TEST(ElementwiseRounding, RoundHalfToEvenFloorCeil) {
-  const std::vector<float> v = {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 3.5f, 2.4999998f, -0.3f, 0.3f,
-                                8388607.5f, 8388609.f, -8388609.f, 1e30f, -1e30f, -0.f, 0.f, 1e-40f,
-                                kInfF, -kInfF, kNanF, 0.49999997f, -7.5f, 1234.5f};
+  const std::vector<float> v = {-2.5f, -1.5f,  -0.5f,      0.5f,      1.5f,       2.5f,        3.5f,   2.4999998f,
+                                -0.3f, 0.3f,   8388607.5f, 8388609.f, -8388609.f, 1e30f,       -1e30f, -0.f,
+                                0.f,   1e-40f, kInfF,      -kInfF,    kNanF,      0.49999997f, -7.5f,  1234.5f};
   const Tensor x = Make<float>({static_cast<int64_t>(v.size())}, v);
   for (bool reference : {false, true}) {
     std::vector<double> round, floor, ceil;
@@ -355,16 +382,17 @@ TEST(ElementwiseRounding, RoundHalfToEvenFloorCeil) {
     EXPECT_TRUE(std::signbit(r.data<float>()[8])) << mode;
     EXPECT_FALSE(std::signbit(r.data<float>()[9])) << mode;
   }
-  ExpectExact({-2, 2, 0, -0.0, 4},
-              MustRun({"Round", {Make<double>({5}, {-2.5, 2.5, 0.5, -0.5, 3.5})}}), "Round float64");
+  ExpectExact({-2, 2, 0, -0.0, 4}, MustRun({"Round", {Make<double>({5}, {-2.5, 2.5, 0.5, -0.5, 3.5})}}),
+              "Round float64");
 }
 
 // --- Fast float32 kernels against the reference ----------------------------------
 
 // Odd sizes, values over the interesting range, and the special values.
 Tensor ActivationInputs(uint32_t seed) {
-  std::vector<float> v = {0.f, -0.f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 0.25f, -0.25f, 88.f, 88.7f, 89.f, 100.f,
-                          -87.f, -88.f, -100.f, -104.f, -200.f, 7.9f, -7.9f, 9.f, 4.f, -4.f, 3.9f, kInfF, -kInfF, kNanF};
+  std::vector<float> v = {0.f,   -0.f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 0.25f,  -0.25f, 88.f,
+                          88.7f, 89.f, 100.f,  -87.f,   -88.f, -100.f, -104.f, -200.f, 7.9f,
+                          -7.9f, 9.f,  4.f,    -4.f,    3.9f,  kInfF,  -kInfF, kNanF};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> wide(-30.f, 30.f), narrow(-1.f, 1.f);
   for (int i = 0; i < 4001; ++i) v.push_back(i % 2 ? wide(rng) : narrow(rng));
@@ -377,11 +405,22 @@ TEST(ElementwiseFast, ApproximationsMatchReference) {
     const char* op;
     std::map<std::string, ir::Attribute> attrs;
   };
-  const std::vector<Case> cases = {
-      {"Sigmoid", {}}, {"Tanh", {}}, {"Erf", {}}, {"Exp", {}}, {"Elu", {{"alpha", Float(0.7f)}}},
-      {"Selu", {}}, {"Celu", {{"alpha", Float(1.5f)}}}, {"HardSigmoid", {}}, {"HardSwish", {}},
-      {"LeakyRelu", {}}, {"ThresholdedRelu", {{"alpha", Float(0.5f)}}}, {"Softplus", {}}, {"Softsign", {}},
-      {"Relu", {}}, {"Shrink", {{"bias", Float(0.5f)}, {"lambd", Float(1.f)}}}, {"Mish", {}}};
+  const std::vector<Case> cases = {{"Sigmoid", {}},
+                                   {"Tanh", {}},
+                                   {"Erf", {}},
+                                   {"Exp", {}},
+                                   {"Elu", {{"alpha", Float(0.7f)}}},
+                                   {"Selu", {}},
+                                   {"Celu", {{"alpha", Float(1.5f)}}},
+                                   {"HardSigmoid", {}},
+                                   {"HardSwish", {}},
+                                   {"LeakyRelu", {}},
+                                   {"ThresholdedRelu", {{"alpha", Float(0.5f)}}},
+                                   {"Softplus", {}},
+                                   {"Softsign", {}},
+                                   {"Relu", {}},
+                                   {"Shrink", {{"bias", Float(0.5f)}, {"lambd", Float(1.f)}}},
+                                   {"Mish", {}}};
   for (int threads : {1, 2}) {
     ThreadsGuard guard(threads);
     for (const Case& c : cases) {
@@ -444,14 +483,16 @@ TEST(ElementwiseIntegers, WrapTruncateAndDivideByZero) {
   const Tensor bits = Make<uint8_t>({4}, {1, 1, 128, 128}), by = Make<uint8_t>({4}, {3, 8, 7, 1});
   ExpectExact({8, 0, 0, 0}, MustRun({"BitShift", {bits, by}, {{"direction", String("LEFT")}}}), "BitShift LEFT");
   ExpectExact({0, 0, 1, 64}, MustRun({"BitShift", {bits, by}, {{"direction", String("RIGHT")}}}), "BitShift RIGHT");
-  EXPECT_FALSE(TryRun({"BitShift", {Make<uint8_t>({1}, {1}), Make<uint8_t>({1}, {1})}, {{"direction", String("UP")}}}).ok());
+  EXPECT_FALSE(
+      TryRun({"BitShift", {Make<uint8_t>({1}, {1}), Make<uint8_t>({1}, {1})}, {{"direction", String("UP")}}}).ok());
 }
 
 TEST(ElementwiseIntegers, PowIsExactForIntegers) {
   ExpectExact({3486784401.0, 4611686018427387904.0, 1, 0, -1, 1},
               MustRun({"Pow", {Make<int64_t>({6}, {3, 2, 1, 2, -1, -1}), Make<int64_t>({6}, {20, 62, -3, -1, 3, -2})}}),
               "int64 ^ int64");
-  ExpectExact({1, 32, 729}, MustRun({"Pow", {Make<int32_t>({3}, {1, 2, 3}), Make<float>({3}, {4, 5, 6})}}), "int32 ^ float");
+  ExpectExact({1, 32, 729}, MustRun({"Pow", {Make<int32_t>({3}, {1, 2, 3}), Make<float>({3}, {4, 5, 6})}}),
+              "int32 ^ float");
   // float32 base: the scalar-exponent fast paths agree with powf.
   const Tensor x = Make<float>({7}, {-2.f, -0.f, 0.f, 0.3f, 4.f, kInfF, -kInfF});
   for (float e : {1.f, 2.f, 3.f, -1.f, 0.5f, 1.7f}) {
@@ -465,16 +506,19 @@ TEST(ElementwiseIntegers, PowIsExactForIntegers) {
 
 TEST(ElementwiseClip, BoundsFromInputsOrAttributes) {
   const Tensor x = Make<float>({6}, {-5.f, -1.f, 0.f, 1.f, 5.f, kNanF});
-  ExpectExact({-1, -1, 0, 1, 2, kNanF}, MustRun({"Clip", {x, Make<float>({}, {-1.f}), Make<float>({}, {2.f})}}), "both");
+  ExpectExact({-1, -1, 0, 1, 2, kNanF}, MustRun({"Clip", {x, Make<float>({}, {-1.f}), Make<float>({}, {2.f})}}),
+              "both");
   ExpectExact({-5, -1, 0, 1, 2, kNanF}, MustRun({"Clip", {x, Tensor(), Make<float>({}, {2.f})}}), "max only");
-  ExpectExact({2, 2, 2, 2, 2, kNanF}, MustRun({"Clip", {x, Make<float>({}, {3.f}), Make<float>({}, {2.f})}}), "min > max");
+  ExpectExact({2, 2, 2, 2, 2, kNanF}, MustRun({"Clip", {x, Make<float>({}, {3.f}), Make<float>({}, {2.f})}}),
+              "min > max");
   ExpectExact({-5, -1, 0, 1, 5, kNanF}, MustRun({"Clip", {x}}), "no bounds");
   const Tensor inf = Make<float>({2}, {kInfF, -kInfF});
   ExpectExact({kInfF, -kInfF}, MustRun({"Clip", {inf}}), "no bounds keeps infinities");
-  ExpectExact({-0.5, -0.5, 0, 0.5, 0.5, kNanF}, MustRun({"Clip", {x}, {{"min", Float(-0.5f)}, {"max", Float(0.5f)}}, 6}), "opset 6");
+  ExpectExact({-0.5, -0.5, 0, 0.5, 0.5, kNanF},
+              MustRun({"Clip", {x}, {{"min", Float(-0.5f)}, {"max", Float(0.5f)}}, 6}), "opset 6");
   ExpectExact({-5, -1, 0, 1, 1.5, kNanF}, MustRun({"Clip", {x}, {{"max", Float(1.5f)}}, 6}), "opset 6 max only");
-  ExpectExact({-128, 0, 3}, MustRun({"Clip", {Make<int8_t>({3}, {-128, 0, 100}), Tensor(), Make<int8_t>({}, {3})}, {}, 12}),
-              "int8");
+  ExpectExact({-128, 0, 3},
+              MustRun({"Clip", {Make<int8_t>({3}, {-128, 0, 100}), Tensor(), Make<int8_t>({}, {3})}, {}, 12}), "int8");
   EXPECT_FALSE(TryRun({"Clip", {x, Make<float>({2}, {0.f, 1.f})}}).ok());  // min not a scalar
   EXPECT_FALSE(TryRun({"Clip", {x, Make<double>({}, {0.0})}}).ok());       // min of another type
 }
@@ -502,13 +546,14 @@ TEST(ElementwiseCast, Conversions) {
 
   // double -> float16 rounds once: 1 + 2^-11 + 2^-40 is just above the midpoint
   // between 1 and the next half, so it rounds up (via float it would tie to 1).
-  const Tensor h = cast(Make<double>({2}, {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), 1.0 + std::ldexp(1.0, -11)}),
-                        DType::kFloat16);
+  const Tensor h =
+      cast(Make<double>({2}, {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), 1.0 + std::ldexp(1.0, -11)}),
+           DType::kFloat16);
   EXPECT_EQ(h.data<uint16_t>()[0], 0x3c01);
   EXPECT_EQ(h.data<uint16_t>()[1], 0x3c00);  // an exact tie goes to even
   // float -> bfloat16 rounds to nearest even.
-  const Tensor bf = cast(Make<float>({2}, {std::bit_cast<float>(0x3EF5EEB0u), std::bit_cast<float>(0x3F808000u)}),
-                         DType::kBFloat16);
+  const Tensor bf =
+      cast(Make<float>({2}, {std::bit_cast<float>(0x3EF5EEB0u), std::bit_cast<float>(0x3F808000u)}), DType::kBFloat16);
   EXPECT_EQ(bf.data<uint16_t>()[0], 0x3EF6);
   EXPECT_EQ(bf.data<uint16_t>()[1], 0x3F80);
 

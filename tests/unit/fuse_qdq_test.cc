@@ -28,9 +28,9 @@
 #include "core/npy.h"
 #include "onnxio/model_io.h"
 #include "quant/quantize.h"
+#include "quantized_examples.h"
 #include "rewrite/passes.h"
 #include "runtime/session.h"
-#include "quantized_examples.h"
 #include "support/test_models.h"
 
 namespace seqto {
@@ -70,8 +70,10 @@ QP Asymmetric(double lo, double hi, DType type) {
 
 Tensor ZeroPoint(const QP& p) {
   Tensor t(p.type, {});
-  if (p.type == DType::kUInt8) t.data<uint8_t>()[0] = static_cast<uint8_t>(p.zp);
-  else t.data<int8_t>()[0] = static_cast<int8_t>(p.zp);
+  if (p.type == DType::kUInt8)
+    t.data<uint8_t>()[0] = static_cast<uint8_t>(p.zp);
+  else
+    t.data<int8_t>()[0] = static_cast<int8_t>(p.zp);
   return t;
 }
 
@@ -170,8 +172,10 @@ class QdqBuilder {
     for (int64_t i = 0; i < w.numel(); ++i) {
       const int64_t c = axis < 0 ? 0 : (i / inner) % channels;
       const int32_t v = static_cast<int32_t>(std::nearbyint(w.data<float>()[i] / scales[c])) + zp;
-      if (type == DType::kUInt8) q.data<uint8_t>()[i] = static_cast<uint8_t>(v);
-      else q.data<int8_t>()[i] = static_cast<int8_t>(v);
+      if (type == DType::kUInt8)
+        q.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      else
+        q.data<int8_t>()[i] = static_cast<int8_t>(v);
     }
     const std::string name = "w" + std::to_string(g().initializers.size());
     Const(name, q);
@@ -181,8 +185,9 @@ class QdqBuilder {
     for (int64_t c = 0; c < channels; ++c) {
       if (type == DType::kUInt8) z.data<uint8_t>()[c] = 128;
     }
-    const std::string dq = Node("DequantizeLinear", {name, Const(name + "_scale", s), Const(name + "_zp", z)},
-                                axis < 0 ? std::map<std::string, ir::Attribute>{} : std::map<std::string, ir::Attribute>{{"axis", Int(axis)}});
+    const std::string dq = Node(
+        "DequantizeLinear", {name, Const(name + "_scale", s), Const(name + "_zp", z)},
+        axis < 0 ? std::map<std::string, ir::Attribute>{} : std::map<std::string, ir::Attribute>{{"axis", Int(axis)}});
     if (scales_out) *scales_out = scales;
     return dq;
   }
@@ -204,8 +209,9 @@ class QdqBuilder {
     const bool per_channel = w_scales.size() > 1;
     Tensor s = per_channel ? Tensor::FromVector<float>({count}, scales) : Tensor::Scalar<float>(scales[0]);
     Tensor z(DType::kInt32, per_channel ? Shape{count} : Shape{});
-    return Node("DequantizeLinear", {name, Const(name + "_scale", s), Const(name + "_zp", z)},
-                per_channel ? std::map<std::string, ir::Attribute>{{"axis", Int(0)}} : std::map<std::string, ir::Attribute>{});
+    return Node(
+        "DequantizeLinear", {name, Const(name + "_scale", s), Const(name + "_zp", z)},
+        per_channel ? std::map<std::string, ir::Attribute>{{"axis", Int(0)}} : std::map<std::string, ir::Attribute>{});
   }
 
   // Ends the graph: Q calibrated on `calibrate_on` (default: x itself) with the
@@ -315,8 +321,8 @@ struct ConvCase {
   std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   int64_t weight_axis = -1;  // -1 per tensor, 0 per output channel
   DType x_type = DType::kUInt8, w_type = DType::kInt8, y_type = DType::kUInt8;
-  std::string bias = "";  // "", "int32", "float", "int32-other-scale"
-  std::string act = "";   // "", "Relu", "Clip"
+  std::string bias = "";             // "", "int32", "float", "int32-other-scale"
+  std::string act = "";              // "", "Relu", "Clip"
   bool calibrate_after_act = false;  // else on the conv output: the clamp then bites
 };
 
@@ -325,25 +331,66 @@ std::vector<ConvCase> ConvCases() {
   auto add = [&](ConvCase c) { cases.push_back(std::move(c)); };
   add({.name = "plain", .x = {2, 3, 7, 9}, .m = 5});
   add({.name = "bias_relu", .x = {2, 3, 7, 9}, .m = 5, .bias = "int32", .act = "Relu"});
-  add({.name = "stride_pad_perchannel", .x = {1, 5, 11, 8}, .m = 7, .strides = {2, 2}, .pads = {1, 0, 2, 1},
-       .weight_axis = 0, .bias = "int32", .act = "Relu"});
-  add({.name = "int8_activations_clip", .x = {2, 4, 9, 9}, .m = 6, .pads = {1, 1, 1, 1}, .weight_axis = 0,
-       .x_type = DType::kInt8, .y_type = DType::kInt8, .bias = "int32", .act = "Clip"});
-  add({.name = "groups", .x = {1, 6, 8, 7}, .m = 9, .group = 3, .pads = {1, 1, 1, 1}, .weight_axis = 0,
-       .bias = "int32", .act = "Relu"});
-  add({.name = "depthwise", .x = {2, 5, 9, 11}, .m = 5, .group = 5, .strides = {2, 1}, .pads = {1, 1, 1, 1},
-       .weight_axis = 0, .bias = "int32", .act = "Clip"});
-  add({.name = "pointwise_dilated", .x = {1, 7, 9, 9}, .m = 3, .kh = 3, .kw = 3, .pads = {2, 2, 2, 2},
-       .dilations = {2, 2}, .bias = "int32"});
-  add({.name = "one_by_one", .x = {3, 8, 5, 5}, .m = 11, .kh = 1, .kw = 1, .weight_axis = 0, .bias = "int32"});
-  add({.name = "uint8_weights", .x = {1, 3, 8, 8}, .m = 4, .w_type = DType::kUInt8, .bias = "int32",
+  add({.name = "stride_pad_perchannel",
+       .x = {1, 5, 11, 8},
+       .m = 7,
+       .strides = {2, 2},
+       .pads = {1, 0, 2, 1},
+       .weight_axis = 0,
+       .bias = "int32",
        .act = "Relu"});
+  add({.name = "int8_activations_clip",
+       .x = {2, 4, 9, 9},
+       .m = 6,
+       .pads = {1, 1, 1, 1},
+       .weight_axis = 0,
+       .x_type = DType::kInt8,
+       .y_type = DType::kInt8,
+       .bias = "int32",
+       .act = "Clip"});
+  add({.name = "groups",
+       .x = {1, 6, 8, 7},
+       .m = 9,
+       .group = 3,
+       .pads = {1, 1, 1, 1},
+       .weight_axis = 0,
+       .bias = "int32",
+       .act = "Relu"});
+  add({.name = "depthwise",
+       .x = {2, 5, 9, 11},
+       .m = 5,
+       .group = 5,
+       .strides = {2, 1},
+       .pads = {1, 1, 1, 1},
+       .weight_axis = 0,
+       .bias = "int32",
+       .act = "Clip"});
+  add({.name = "pointwise_dilated",
+       .x = {1, 7, 9, 9},
+       .m = 3,
+       .kh = 3,
+       .kw = 3,
+       .pads = {2, 2, 2, 2},
+       .dilations = {2, 2},
+       .bias = "int32"});
+  add({.name = "one_by_one", .x = {3, 8, 5, 5}, .m = 11, .kh = 1, .kw = 1, .weight_axis = 0, .bias = "int32"});
+  add({.name = "uint8_weights", .x = {1, 3, 8, 8}, .m = 4, .w_type = DType::kUInt8, .bias = "int32", .act = "Relu"});
   add({.name = "float_bias", .x = {1, 3, 9, 7}, .m = 6, .weight_axis = 0, .bias = "float", .act = "Relu"});
   add({.name = "bias_other_scale", .x = {1, 3, 9, 7}, .m = 6, .bias = "int32-other-scale"});
-  add({.name = "relu_calibrated_after", .x = {2, 3, 7, 7}, .m = 5, .bias = "int32", .act = "Relu",
+  add({.name = "relu_calibrated_after",
+       .x = {2, 3, 7, 7},
+       .m = 5,
+       .bias = "int32",
+       .act = "Relu",
        .calibrate_after_act = true});
-  add({.name = "mixed_types", .x = {1, 4, 6, 10}, .m = 5, .weight_axis = 0, .x_type = DType::kInt8,
-       .y_type = DType::kUInt8, .bias = "int32", .act = "Clip"});
+  add({.name = "mixed_types",
+       .x = {1, 4, 6, 10},
+       .m = 5,
+       .weight_axis = 0,
+       .x_type = DType::kInt8,
+       .y_type = DType::kUInt8,
+       .bias = "int32",
+       .act = "Clip"});
   return cases;
 }
 
@@ -358,8 +405,10 @@ ir::Model ConvModel(const ConvCase& c, QdqBuilder& b) {
   if (c.bias == "int32") in.push_back(b.Bias(c.m, xq.scale, w_scales, true));
   if (c.bias == "int32-other-scale") in.push_back(b.Bias(c.m, xq.scale, w_scales, true, 0.37f));
   if (c.bias == "float") in.push_back(b.Bias(c.m, xq.scale, w_scales, false));
-  std::map<std::string, ir::Attribute> attrs = {{"strides", Ints(c.strides)}, {"pads", Ints(c.pads)},
-                                                {"dilations", Ints(c.dilations)}, {"group", Int(c.group)},
+  std::map<std::string, ir::Attribute> attrs = {{"strides", Ints(c.strides)},
+                                                {"pads", Ints(c.pads)},
+                                                {"dilations", Ints(c.dilations)},
+                                                {"group", Int(c.group)},
                                                 {"kernel_shape", Ints({c.kh, c.kw})}};
   const std::string conv = b.Node("Conv", in, attrs);
   std::string out = conv;
@@ -398,8 +447,16 @@ TEST(FuseQdq, NativeConvPathAgreesWithTheExactOne) {
   for (DType x_type : {DType::kUInt8, DType::kInt8}) {
     for (int64_t group : {1, 32}) {
       SCOPED_TRACE(DTypeName(x_type) + " group " + std::to_string(group));
-      ConvCase c{.name = "large", .x = {2, 32, 21, 19}, .m = 32, .group = group, .pads = {1, 1, 1, 1},
-                 .weight_axis = 0, .x_type = x_type, .y_type = x_type, .bias = "int32", .act = "Relu"};
+      ConvCase c{.name = "large",
+                 .x = {2, 32, 21, 19},
+                 .m = 32,
+                 .group = group,
+                 .pads = {1, 1, 1, 1},
+                 .weight_axis = 0,
+                 .x_type = x_type,
+                 .y_type = x_type,
+                 .bias = "int32",
+                 .act = "Relu"};
       QdqBuilder b(31);
       const ir::Model m = ConvModel(c, b);
       SessionOptions exact;
@@ -434,8 +491,8 @@ TEST(FuseQdq, KeptValuesBlockFusion) {
       if (n.op_type == op && nth-- == 0) return n.outputs[0];
     return std::string();
   };
-  for (const std::string& kept : {output_of("Conv"), output_of("Relu"), output_of("DequantizeLinear", 0),
-                                 output_of("DequantizeLinear", 1)}) {
+  for (const std::string& kept :
+       {output_of("Conv"), output_of("Relu"), output_of("DequantizeLinear", 0), output_of("DequantizeLinear", 1)}) {
     SCOPED_TRACE(kept);
     rewrite::OptimizeOptions options;
     options.keep_values = {kept};
@@ -527,7 +584,8 @@ TEST(FuseQdq, SharedQuantizersAndChains) {
     const std::string q1 = b.Q(r1, p1);
     const std::string d1a = b.DQ(q1, p1);
     const std::string d1b = dq_per_consumer ? b.DQ(q1, p1) : d1a;
-    const std::string c2 = b.Node("Conv", {d1a, b.Weight({5, 6, 3, 3}, 0, DType::kInt8)}, {{"pads", Ints({1, 1, 1, 1})}});
+    const std::string c2 =
+        b.Node("Conv", {d1a, b.Weight({5, 6, 3, 3}, 0, DType::kInt8)}, {{"pads", Ints({1, 1, 1, 1})}});
     const std::string c3 = b.Node("Conv", {d1b, b.Weight({5, 6, 1, 1}, -1, DType::kInt8)});
     const std::string d2 = b.QDQ(c2, DType::kUInt8);
     const std::string d3 = b.QDQ(c3, DType::kUInt8);
@@ -567,8 +625,10 @@ TEST(FuseQdq, MatMulBecomesQLinearMatMul) {
     QdqBuilder b(8);
     const std::string a = b.QDQ(b.Input("a", c.a), c.a_type);
     std::string bv;
-    if (c.b_const) bv = b.Weight(c.b, c.axis, DType::kInt8);
-    else bv = b.QDQ(b.Input("b", c.b), DType::kUInt8);
+    if (c.b_const)
+      bv = b.Weight(c.b, c.axis, DType::kInt8);
+    else
+      bv = b.QDQ(b.Input("b", c.b), DType::kUInt8);
     b.OutputQ(b.Node("MatMul", {a, bv}), DType::kUInt8);
     const auto ops = FusedOps(b.model());
     EXPECT_EQ(Count(ops, "QLinearMatMul"), 1);
@@ -604,7 +664,8 @@ TEST(FuseQdq, GemmBecomesQGemm) {
     if (c.act == "Relu") out = b.Node("Relu", {gemm});
     if (c.act == "Clip") {
       auto [lo, hi] = b.Range(gemm);
-      out = b.Node("Clip", {gemm, b.Const("lo", Tensor::Scalar<float>(lo * 0.5f)), b.Const("hi", Tensor::Scalar<float>(hi * 0.5f))});
+      out = b.Node("Clip", {gemm, b.Const("lo", Tensor::Scalar<float>(lo * 0.5f)),
+                            b.Const("hi", Tensor::Scalar<float>(hi * 0.5f))});
     }
     b.OutputQ(out, DType::kUInt8, gemm);
     const auto ops = FusedOps(b.model());
@@ -623,9 +684,10 @@ TEST(FuseQdq, AddIsExact) {
     DType ta, tb, ty;
     std::string act;
   };
-  for (const Case& c : std::vector<Case>{{"same_shape", {2, 5, 7, 3}, {2, 5, 7, 3}, DType::kUInt8, DType::kUInt8, DType::kUInt8, ""},
-                                         {"broadcast_relu", {2, 5, 7, 3}, {5, 1, 3}, DType::kInt8, DType::kUInt8, DType::kInt8, "Relu"},
-                                         {"clip", {3, 1, 9}, {3, 4, 1}, DType::kUInt8, DType::kInt8, DType::kUInt8, "Clip"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"same_shape", {2, 5, 7, 3}, {2, 5, 7, 3}, DType::kUInt8, DType::kUInt8, DType::kUInt8, ""},
+                         {"broadcast_relu", {2, 5, 7, 3}, {5, 1, 3}, DType::kInt8, DType::kUInt8, DType::kInt8, "Relu"},
+                         {"clip", {3, 1, 9}, {3, 4, 1}, DType::kUInt8, DType::kInt8, DType::kUInt8, "Clip"}}) {
     SCOPED_TRACE(c.name);
     QdqBuilder b(13);
     const std::string a = b.QDQ(b.Input("a", c.a), c.ta);
@@ -633,7 +695,9 @@ TEST(FuseQdq, AddIsExact) {
     const std::string sum = b.Node("Add", {a, bb});
     std::string out = sum;
     if (c.act == "Relu") out = b.Node("Relu", {sum});
-    if (c.act == "Clip") out = b.Node("Clip", {sum, b.Const("lo", Tensor::Scalar<float>(-0.2f)), b.Const("hi", Tensor::Scalar<float>(1.1f))});
+    if (c.act == "Clip")
+      out = b.Node("Clip",
+                   {sum, b.Const("lo", Tensor::Scalar<float>(-0.2f)), b.Const("hi", Tensor::Scalar<float>(1.1f))});
     b.OutputQ(out, c.ty, sum);
     const auto ops = FusedOps(b.model());
     EXPECT_EQ(Count(ops, "com.seqto:QLinearAdd"), 1);
@@ -665,7 +729,8 @@ TEST(FuseQdq, ActivationsBetweenQdqBecomeLookups) {
       std::map<std::string, ir::Attribute> attrs;
       std::vector<std::string> in = {x};
       if (act == "LeakyRelu") attrs["alpha"] = Float(0.13f);
-      if (act == "Clip") in = {x, b.Const("lo", Tensor::Scalar<float>(-0.4f)), b.Const("hi", Tensor::Scalar<float>(0.9f))};
+      if (act == "Clip")
+        in = {x, b.Const("lo", Tensor::Scalar<float>(-0.4f)), b.Const("hi", Tensor::Scalar<float>(0.9f))};
       b.OutputQ(b.Node(act, in, attrs), tx == DType::kUInt8 ? DType::kInt8 : DType::kUInt8);
       const auto ops = FusedOps(b.model());
       EXPECT_EQ(Count(ops, "com.seqto:QLookup"), 1);
@@ -703,7 +768,10 @@ TEST(FuseQdq, DataMovementRunsOnIntegers) {
              {"Flatten", {2, 3, 5}, {}, {{"axis", Int(1)}}},
              {"Squeeze", {2, 1, 5}, {"axes1"}, {}},
              {"Unsqueeze", {2, 5}, {"axes1"}, {}},
-             {"MaxPool", {2, 3, 7, 9}, {}, {{"kernel_shape", Ints({3, 2})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 0, 1, 1})}}},
+             {"MaxPool",
+              {2, 3, 7, 9},
+              {},
+              {{"kernel_shape", Ints({3, 2})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 0, 1, 1})}}},
              {"Slice", {4, 9}, {"starts", "ends"}, {}},
              {"Gather", {5, 3}, {"indices"}, {{"axis", Int(0)}}},
              {"DepthToSpace", {1, 8, 3, 5}, {}, {{"blocksize", Int(2)}}},
@@ -766,8 +834,11 @@ TEST(FuseQdq, Int8MaxPoolFastPathMatchesReference) {
       n.op_type = "MaxPool";
       n.inputs = {"x"};
       n.outputs = {"y"};
-      n.attributes = {{"kernel_shape", Ints(c.kernel)}, {"strides", Ints(c.strides)}, {"pads", Ints(c.pads)},
-                      {"dilations", Ints(c.dilations)}, {"ceil_mode", Int(c.ceil_mode)}};
+      n.attributes = {{"kernel_shape", Ints(c.kernel)},
+                      {"strides", Ints(c.strides)},
+                      {"pads", Ints(c.pads)},
+                      {"dilations", Ints(c.dilations)},
+                      {"ceil_mode", Int(c.ceil_mode)}};
       m.graph.nodes.push_back(n);
       Tensor x(type, c.x);
       std::mt19937 rng(static_cast<uint32_t>(c.x.size()));
@@ -808,10 +879,12 @@ TEST(FuseQdq, SmallNetworkMatchesTheFloatReference) {
   const std::string c1 = b.Node("Conv", {x, w1, b.Bias(8, xq.scale, ws, true)}, {{"pads", Ints({1, 1, 1, 1})}});
   QP p1;
   const std::string r1 = b.QDQ(b.Node("Relu", {c1}), DType::kUInt8, &p1);
-  const std::string mp = b.DQ(b.Q(b.Node("MaxPool", {r1}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}}), p1), p1);
+  const std::string mp =
+      b.DQ(b.Q(b.Node("MaxPool", {r1}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}}), p1), p1);
   QP p2 = p1;
   const std::string w2 = b.Weight({8, 8, 3, 3}, 0, DType::kInt8, &ws);
-  const std::string c2 = b.QDQ(b.Node("Conv", {mp, w2, b.Bias(8, p2.scale, ws, true)}, {{"pads", Ints({1, 1, 1, 1})}}), DType::kUInt8);
+  const std::string c2 =
+      b.QDQ(b.Node("Conv", {mp, w2, b.Bias(8, p2.scale, ws, true)}, {{"pads", Ints({1, 1, 1, 1})}}), DType::kUInt8);
   const std::string sum = b.Node("Add", {c2, mp});
   QP p3;
   const std::string r2 = b.QDQ(b.Node("Relu", {sum}), DType::kUInt8, &p3);

@@ -2,6 +2,8 @@
 // comments), tie and NaN rules, bad input, and the accumulators against the
 // whole-tensor functions. scipy is not installed here, so Kendall's tau-b is checked
 // against a brute-force implementation of scipy's definition written in this file.
+#include "eval/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <random>
 
 #include "core/tensor.h"
-#include "eval/metrics.h"
 
 namespace seqto {
 namespace {
@@ -26,9 +27,9 @@ Tensor F32(Shape shape, const std::vector<float>& v) { return Tensor::FromVector
 
 TEST(Metrics, Top1TiesGoToTheLowestIndexAndNaNNeverWins) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  Tensor s = F32({4, 4}, {1, 3, 3, 0,         // tie between 1 and 2 -> 1
-                          2, 2, 2, 2,         // all tied -> 0
-                          nan, -1, -0.5, -2,  // NaN ranks as -inf, even first -> 2 (-0.5)
+  Tensor s = F32({4, 4}, {1, 3, 3, 0,            // tie between 1 and 2 -> 1
+                          2, 2, 2, 2,            // all tied -> 0
+                          nan, -1, -0.5, -2,     // NaN ranks as -inf, even first -> 2 (-0.5)
                           nan, nan, nan, nan});  // all NaN: all "-inf", tied -> 0
   auto t = Top1(s);
   ASSERT_TRUE(t.ok()) << t.error().message;
@@ -221,12 +222,10 @@ TEST(Metrics, KendallTauBHandComputedWithTies) {
   // x = 5 4 3 2 1 (ref, C = 5, its top5 is all classes), y = 4 4 2 1 0.
   // Pair (0,1) is tied in y (n2 = 1); the other 9 pairs are concordant.
   // tau_b = (9 - 0) / sqrt((10 - 0) * (10 - 1)) = 9 / sqrt(90) = 0.9486832980505138.
-  EXPECT_NEAR(*KendallTauTop5(F32({1, 5}, {5, 4, 3, 2, 1}), F32({1, 5}, {4, 4, 2, 1, 0})), 9 / std::sqrt(90.0),
-              1e-15);
+  EXPECT_NEAR(*KendallTauTop5(F32({1, 5}, {5, 4, 3, 2, 1}), F32({1, 5}, {4, 4, 2, 1, 0})), 9 / std::sqrt(90.0), 1e-15);
   // x = 3 3 1 1 0: pairs (0,1) and (2,3) tied in x (n1 = 2). y = 2 3 1 0 -1: the remaining
   // 8 pairs are concordant -> 8 / sqrt((10 - 2) * 10) = 8 / sqrt(80) = 0.894427190999916.
-  EXPECT_NEAR(*KendallTauTop5(F32({1, 5}, {3, 3, 1, 1, 0}), F32({1, 5}, {2, 3, 1, 0, -1})), 8 / std::sqrt(80.0),
-              1e-15);
+  EXPECT_NEAR(*KendallTauTop5(F32({1, 5}, {3, 3, 1, 1, 0}), F32({1, 5}, {2, 3, 1, 0, -1})), 8 / std::sqrt(80.0), 1e-15);
   // x decreasing, y = 2 1 3 5 4: concordant where y_i > y_j: (0,1), (3,4) -> nc = 2, nd = 8,
   // tau = (2 - 8) / 10 = -0.6.
   EXPECT_NEAR(*KendallTauTop5(F32({1, 5}, {5, 4, 3, 2, 1}), F32({1, 5}, {2, 1, 3, 5, 4})), -0.6, 1e-15);
@@ -411,7 +410,8 @@ TEST(Metrics, AgreementMatchesBruteForceReference) {
       // KL from plain softmax (the scores are small, no overflow).
       double zr = 0, zq = 0;
       for (int64_t j = 0; j < c; ++j) zr += std::exp(r[j]), zq += std::exp(q[j]);
-      for (int64_t j = 0; j < c; ++j) kl += std::exp(r[j]) / zr * std::log((std::exp(r[j]) / zr) / (std::exp(q[j]) / zq));
+      for (int64_t j = 0; j < c; ++j)
+        kl += std::exp(r[j]) / zr * std::log((std::exp(r[j]) / zr) / (std::exp(q[j]) / zq));
     }
     auto m = Agreement(ref, cand);
     ASSERT_TRUE(m.ok());

@@ -120,8 +120,8 @@ class WindowTester {
     if (!auto_pad_.empty()) node.attributes["auto_pad"] = String(auto_pad_);
   }
   std::string Describe() const {
-    return "N=" + std::to_string(batch_) + " in=" + Join(input_size_) + " k=" + Join(kernel_) + " s=" +
-           Join(strides_) + " d=" + Join(dilations_) + " p=" + Join(pads_) + " " + auto_pad_;
+    return "N=" + std::to_string(batch_) + " in=" + Join(input_size_) + " k=" + Join(kernel_) + " s=" + Join(strides_) +
+           " d=" + Join(dilations_) + " p=" + Join(pads_) + " " + auto_pad_;
   }
   int64_t batch_ = 1;
   std::vector<int64_t> input_size_{7, 9}, kernel_{3, 3}, strides_, dilations_, pads_;
@@ -225,10 +225,10 @@ class GemmTester {
     std::vector<Tensor> inputs{Random(trans_a_ ? Shape{k_, m_} : Shape{m_, k_}, 7),
                                Random(trans_b_ ? Shape{n_, k_} : Shape{k_, n_}, 8)};
     if (c_shape_) inputs.push_back(Random(*c_shape_, 9));
-    const std::string what = "Gemm M=" + std::to_string(m_) + " N=" + std::to_string(n_) + " K=" +
-                             std::to_string(k_) + " tA=" + std::to_string(trans_a_) + " tB=" +
-                             std::to_string(trans_b_) + " alpha=" + std::to_string(alpha_) + " beta=" +
-                             std::to_string(beta_) + " C=" + (c_shape_ ? ShapeToString(*c_shape_) : "none");
+    const std::string what = "Gemm M=" + std::to_string(m_) + " N=" + std::to_string(n_) + " K=" + std::to_string(k_) +
+                             " tA=" + std::to_string(trans_a_) + " tB=" + std::to_string(trans_b_) +
+                             " alpha=" + std::to_string(alpha_) + " beta=" + std::to_string(beta_) +
+                             " C=" + (c_shape_ ? ShapeToString(*c_shape_) : "none");
     ExpectFastMatchesReference(node, inputs, {false, true, true}, what + " (constant B, C)");
     ExpectFastMatchesReference(node, inputs, {false, false, false}, what + " (B, C as inputs)");
   }
@@ -293,7 +293,8 @@ class PoolTester : public WindowTester<PoolTester> {
     Shape x{batch_, channels_};
     x.insert(x.end(), input_size_.begin(), input_size_.end());
     const std::string what = op_ + " " + Describe() + " C=" + std::to_string(channels_) +
-                             " ceil=" + std::to_string(ceil_mode_) + " include_pad=" + std::to_string(count_include_pad_);
+                             " ceil=" + std::to_string(ceil_mode_) +
+                             " include_pad=" + std::to_string(count_include_pad_);
     ExpectFastMatchesReference(node, {Random(x, 12)}, {false}, what);
   }
 
@@ -316,15 +317,42 @@ TEST_F(NnTest, ConvKernelSizes) {
 }
 
 TEST_F(NnTest, ConvPadsStridesDilations) {
-  ConvTester().batch(3).input_channels(7).output_channels(5).input_size({10, 13}).kernel({3, 3}).pads({1, 1, 1, 1}).Test();
+  ConvTester()
+      .batch(3)
+      .input_channels(7)
+      .output_channels(5)
+      .input_size({10, 13})
+      .kernel({3, 3})
+      .pads({1, 1, 1, 1})
+      .Test();
   ConvTester().input_channels(6).output_channels(9).input_size({12, 11}).kernel({3, 5}).pads({0, 2, 1, 1}).Test();
   ConvTester().input_channels(4).output_channels(3).input_size({15, 14}).kernel({3, 3}).dilations({2, 3}).Test();
-  ConvTester().batch(3).input_channels(5).output_channels(11).input_size({17, 10}).kernel({5, 3}).strides({2, 3})
-      .dilations({2, 1}).pads({2, 1, 0, 3}).Test();
-  ConvTester().input_channels(3).output_channels(5).input_size({9, 10}).kernel({3, 3}).strides({2, 2})
-      .auto_pad("SAME_UPPER").Test();
-  ConvTester().input_channels(3).output_channels(5).input_size({9, 10}).kernel({4, 4}).strides({2, 1})
-      .auto_pad("SAME_LOWER").Test();
+  ConvTester()
+      .batch(3)
+      .input_channels(5)
+      .output_channels(11)
+      .input_size({17, 10})
+      .kernel({5, 3})
+      .strides({2, 3})
+      .dilations({2, 1})
+      .pads({2, 1, 0, 3})
+      .Test();
+  ConvTester()
+      .input_channels(3)
+      .output_channels(5)
+      .input_size({9, 10})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .auto_pad("SAME_UPPER")
+      .Test();
+  ConvTester()
+      .input_channels(3)
+      .output_channels(5)
+      .input_size({9, 10})
+      .kernel({4, 4})
+      .strides({2, 1})
+      .auto_pad("SAME_LOWER")
+      .Test();
   ConvTester().input_channels(3).output_channels(5).input_size({9, 10}).kernel({3, 2}).auto_pad("VALID").Test();
   ConvTester().input_channels(9).output_channels(3).input_size({8, 8}).kernel({3, 3}).bias(false).Test();
 }
@@ -332,50 +360,157 @@ TEST_F(NnTest, ConvPadsStridesDilations) {
 TEST_F(NnTest, ConvGroupsAndDepthwise) {
   ConvTester().groups(3).input_channels(5).output_channels(7).input_size({9, 11}).kernel({3, 3}).Test();
   ConvTester().groups(2).input_channels(4).output_channels(6).input_size({10, 7}).kernel({1, 1}).Test();
-  ConvTester().batch(3).groups(17).input_channels(1).output_channels(1).input_size({13, 11}).kernel({3, 3})
-      .pads({1, 1, 1, 1}).Test();
-  ConvTester().groups(33).input_channels(1).output_channels(1).input_size({14, 14}).kernel({3, 3}).strides({2, 2})
-      .pads({1, 1, 1, 1}).Test();
-  ConvTester().groups(5).input_channels(1).output_channels(3).input_size({9, 9}).kernel({5, 5}).dilations({2, 2})
-      .pads({2, 2, 2, 2}).Test();  // depthwise with a channel multiplier
+  ConvTester()
+      .batch(3)
+      .groups(17)
+      .input_channels(1)
+      .output_channels(1)
+      .input_size({13, 11})
+      .kernel({3, 3})
+      .pads({1, 1, 1, 1})
+      .Test();
+  ConvTester()
+      .groups(33)
+      .input_channels(1)
+      .output_channels(1)
+      .input_size({14, 14})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .pads({1, 1, 1, 1})
+      .Test();
+  ConvTester()
+      .groups(5)
+      .input_channels(1)
+      .output_channels(3)
+      .input_size({9, 9})
+      .kernel({5, 5})
+      .dilations({2, 2})
+      .pads({2, 2, 2, 2})
+      .Test();  // depthwise with a channel multiplier
 }
 
 TEST_F(NnTest, Conv1dAnd3d) {
-  ConvTester().batch(3).input_channels(5).output_channels(7).input_size({19}).kernel({3}).strides({2}).pads({1, 2}).Test();
+  ConvTester()
+      .batch(3)
+      .input_channels(5)
+      .output_channels(7)
+      .input_size({19})
+      .kernel({3})
+      .strides({2})
+      .pads({1, 2})
+      .Test();
   ConvTester().groups(3).input_channels(2).output_channels(3).input_size({21}).kernel({5}).dilations({3}).Test();
-  ConvTester().input_channels(3).output_channels(5).input_size({5, 6, 7}).kernel({3, 3, 3}).pads({1, 0, 1, 1, 2, 0}).Test();
-  ConvTester().batch(3).groups(2).input_channels(3).output_channels(2).input_size({7, 5, 6}).kernel({2, 3, 1})
-      .strides({2, 1, 2}).dilations({1, 2, 1}).Test();
+  ConvTester()
+      .input_channels(3)
+      .output_channels(5)
+      .input_size({5, 6, 7})
+      .kernel({3, 3, 3})
+      .pads({1, 0, 1, 1, 2, 0})
+      .Test();
+  ConvTester()
+      .batch(3)
+      .groups(2)
+      .input_channels(3)
+      .output_channels(2)
+      .input_size({7, 5, 6})
+      .kernel({2, 3, 1})
+      .strides({2, 1, 2})
+      .dilations({1, 2, 1})
+      .Test();
 }
 
 TEST_F(NnTest, ConvWideChannels) {  // blocked-layout paths (multiples of 16 and not)
   ConvTester().input_channels(64).output_channels(64).input_size({14, 14}).kernel({3, 3}).pads({1, 1, 1, 1}).Test();
   ConvTester().batch(3).input_channels(35).output_channels(67).input_size({9, 10}).kernel({1, 1}).Test();
-  ConvTester().input_channels(48).output_channels(32).input_size({15, 15}).kernel({3, 3}).strides({2, 2})
-      .pads({1, 1, 1, 1}).Test();
+  ConvTester()
+      .input_channels(48)
+      .output_channels(32)
+      .input_size({15, 15})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .pads({1, 1, 1, 1})
+      .Test();
 }
 
 TEST_F(NnTest, ConvTranspose) {
   ConvTransposeTester().input_channels(3).output_channels(5).input_size({5, 6}).kernel({3, 3}).Test();
-  ConvTransposeTester().batch(3).input_channels(5).output_channels(3).input_size({7, 4}).kernel({3, 2})
-      .strides({2, 3}).pads({1, 0, 0, 1}).Test();
-  ConvTransposeTester().input_channels(4).output_channels(7).input_size({5, 5}).kernel({3, 3}).strides({2, 2})
-      .output_padding({1, 1}).Test();
-  ConvTransposeTester().input_channels(4).output_channels(2).input_size({6, 5}).kernel({3, 3}).strides({2, 2})
-      .dilations({2, 1}).pads({1, 1, 1, 1}).Test();
-  ConvTransposeTester().groups(3).input_channels(2).output_channels(3).input_size({5, 7}).kernel({3, 3})
-      .strides({2, 2}).Test();
-  ConvTransposeTester().groups(8).input_channels(1).output_channels(1).input_size({6, 6}).kernel({4, 4})
-      .strides({2, 2}).pads({1, 1, 1, 1}).bias(false).Test();
-  ConvTransposeTester().input_channels(3).output_channels(2).input_size({4, 5}).kernel({3, 3}).strides({3, 2})
-      .output_shape({13, 11}).Test();
-  ConvTransposeTester().input_channels(3).output_channels(2).input_size({4, 5}).kernel({3, 3}).strides({2, 2})
-      .auto_pad("SAME_UPPER").Test();
-  ConvTransposeTester().input_channels(3).output_channels(2).input_size({4, 5}).kernel({4, 3}).strides({2, 2})
-      .auto_pad("SAME_LOWER").Test();
+  ConvTransposeTester()
+      .batch(3)
+      .input_channels(5)
+      .output_channels(3)
+      .input_size({7, 4})
+      .kernel({3, 2})
+      .strides({2, 3})
+      .pads({1, 0, 0, 1})
+      .Test();
+  ConvTransposeTester()
+      .input_channels(4)
+      .output_channels(7)
+      .input_size({5, 5})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .output_padding({1, 1})
+      .Test();
+  ConvTransposeTester()
+      .input_channels(4)
+      .output_channels(2)
+      .input_size({6, 5})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .dilations({2, 1})
+      .pads({1, 1, 1, 1})
+      .Test();
+  ConvTransposeTester()
+      .groups(3)
+      .input_channels(2)
+      .output_channels(3)
+      .input_size({5, 7})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .Test();
+  ConvTransposeTester()
+      .groups(8)
+      .input_channels(1)
+      .output_channels(1)
+      .input_size({6, 6})
+      .kernel({4, 4})
+      .strides({2, 2})
+      .pads({1, 1, 1, 1})
+      .bias(false)
+      .Test();
+  ConvTransposeTester()
+      .input_channels(3)
+      .output_channels(2)
+      .input_size({4, 5})
+      .kernel({3, 3})
+      .strides({3, 2})
+      .output_shape({13, 11})
+      .Test();
+  ConvTransposeTester()
+      .input_channels(3)
+      .output_channels(2)
+      .input_size({4, 5})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .auto_pad("SAME_UPPER")
+      .Test();
+  ConvTransposeTester()
+      .input_channels(3)
+      .output_channels(2)
+      .input_size({4, 5})
+      .kernel({4, 3})
+      .strides({2, 2})
+      .auto_pad("SAME_LOWER")
+      .Test();
   ConvTransposeTester().batch(3).input_channels(3).output_channels(5).input_size({9}).kernel({5}).strides({2}).Test();
-  ConvTransposeTester().input_channels(2).output_channels(3).input_size({3, 4, 5}).kernel({3, 2, 3})
-      .strides({1, 2, 2}).pads({1, 0, 1, 0, 1, 0}).Test();
+  ConvTransposeTester()
+      .input_channels(2)
+      .output_channels(3)
+      .input_size({3, 4, 5})
+      .kernel({3, 2, 3})
+      .strides({1, 2, 2})
+      .pads({1, 0, 1, 0, 1, 0})
+      .Test();
 }
 
 TEST_F(NnTest, Gemm) {
@@ -394,16 +529,23 @@ TEST_F(NnTest, MatMul) {
   MatMulTester().a({7}).b({7, 3}).Test();
   MatMulTester().a({2, 3, 7}).b({7}).Test();
   MatMulTester().a({9}).b({9}).Test();
-  MatMulTester().a({2, 3, 5, 7}).b({7, 6}).Test();        // batch folded into rows
-  MatMulTester().a({3, 5, 7}).b({3, 7, 6}).Test();        // batched
-  MatMulTester().a({2, 1, 5, 7}).b({3, 7, 6}).Test();     // both broadcast
-  MatMulTester().a({5, 7}).b({4, 7, 3}).Test();           // A broadcast
+  MatMulTester().a({2, 3, 5, 7}).b({7, 6}).Test();     // batch folded into rows
+  MatMulTester().a({3, 5, 7}).b({3, 7, 6}).Test();     // batched
+  MatMulTester().a({2, 1, 5, 7}).b({3, 7, 6}).Test();  // both broadcast
+  MatMulTester().a({5, 7}).b({4, 7, 3}).Test();        // A broadcast
   MatMulTester().a({1, 33, 65}).b({65, 17}).Test();
 }
 
 TEST_F(NnTest, MaxPool) {
   PoolTester("MaxPool").input_size({9, 11}).kernel({3, 3}).Test();
-  PoolTester("MaxPool").batch(3).channels(17).input_size({12, 11}).kernel({3, 3}).strides({2, 2}).pads({1, 1, 1, 1}).Test();
+  PoolTester("MaxPool")
+      .batch(3)
+      .channels(17)
+      .input_size({12, 11})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .pads({1, 1, 1, 1})
+      .Test();
   PoolTester("MaxPool").input_size({10, 9}).kernel({2, 3}).strides({2, 2}).ceil_mode(true).Test();
   PoolTester("MaxPool").input_size({10, 12}).kernel({3, 2}).strides({2, 2}).ceil_mode(true).Test();  // past pad_end
   PoolTester("MaxPool").input_size({13, 12}).kernel({3, 2}).dilations({2, 3}).pads({1, 0, 2, 1}).Test();
@@ -416,18 +558,51 @@ TEST_F(NnTest, MaxPool) {
 TEST_F(NnTest, AveragePool) {
   for (bool include : {false, true}) {
     PoolTester("AveragePool").input_size({9, 11}).kernel({3, 3}).count_include_pad(include).Test();
-    PoolTester("AveragePool").batch(3).channels(17).input_size({12, 11}).kernel({3, 3}).strides({2, 2})
-        .pads({1, 1, 1, 1}).count_include_pad(include).Test();
-    PoolTester("AveragePool").input_size({10, 9}).kernel({3, 2}).strides({2, 2}).pads({1, 0, 0, 1})
-        .ceil_mode(true).count_include_pad(include).Test();
-    PoolTester("AveragePool").input_size({10, 12}).kernel({3, 2}).strides({2, 2}).ceil_mode(true)
-        .count_include_pad(include).Test();  // windows past pad_end
-    PoolTester("AveragePool").input_size({11, 12}).kernel({3, 3}).strides({2, 2}).auto_pad("SAME_UPPER")
-        .count_include_pad(include).Test();
-    PoolTester("AveragePool").batch(3).input_size({20}).kernel({4}).strides({3}).pads({1, 2})
-        .count_include_pad(include).Test();
-    PoolTester("AveragePool").input_size({6, 7, 5}).kernel({2, 3, 2}).pads({1, 1, 0, 0, 1, 1})
-        .count_include_pad(include).Test();
+    PoolTester("AveragePool")
+        .batch(3)
+        .channels(17)
+        .input_size({12, 11})
+        .kernel({3, 3})
+        .strides({2, 2})
+        .pads({1, 1, 1, 1})
+        .count_include_pad(include)
+        .Test();
+    PoolTester("AveragePool")
+        .input_size({10, 9})
+        .kernel({3, 2})
+        .strides({2, 2})
+        .pads({1, 0, 0, 1})
+        .ceil_mode(true)
+        .count_include_pad(include)
+        .Test();
+    PoolTester("AveragePool")
+        .input_size({10, 12})
+        .kernel({3, 2})
+        .strides({2, 2})
+        .ceil_mode(true)
+        .count_include_pad(include)
+        .Test();  // windows past pad_end
+    PoolTester("AveragePool")
+        .input_size({11, 12})
+        .kernel({3, 3})
+        .strides({2, 2})
+        .auto_pad("SAME_UPPER")
+        .count_include_pad(include)
+        .Test();
+    PoolTester("AveragePool")
+        .batch(3)
+        .input_size({20})
+        .kernel({4})
+        .strides({3})
+        .pads({1, 2})
+        .count_include_pad(include)
+        .Test();
+    PoolTester("AveragePool")
+        .input_size({6, 7, 5})
+        .kernel({2, 3, 2})
+        .pads({1, 1, 0, 0, 1, 1})
+        .count_include_pad(include)
+        .Test();
   }
 }
 
@@ -486,7 +661,7 @@ TEST_F(NnTest, MaxPoolIndices) {
   node.attributes["strides"] = Ints({2, 2});
   // Two channels of 2x4; maxima at (1,0)/(0,3) and (0,1)/(1,2).
   Tensor x = Tensor::FromVector<float>({1, 2, 2, 4}, {0, 0, 0, 9, 5, 0, 0, 0,  //
-                                                     0, 7, 0, 0, 0, 0, 8, 0});
+                                                      0, 7, 0, 0, 0, 0, 8, 0});
   for (int order : {0, 1}) {
     node.attributes["storage_order"] = Int(order);
     auto r = RunNode(node, 12, {x}, {false}, false, 2);

@@ -276,8 +276,8 @@ TEST(ModelIo, ExternalDataIsWrittenAndReadBack) {
 }
 
 // Saves a model with one external initializer, then rewrites its location field.
-fs::path ModelWithExternalLocation(const fs::path& dir, const std::string& location,
-                                   const std::string& offset = "", const std::string& length = "") {
+fs::path ModelWithExternalLocation(const fs::path& dir, const std::string& location, const std::string& offset = "",
+                                   const std::string& length = "") {
   ir::Model m;
   m.opsets[""] = 13;
   m.graph.inputs = {TensorInfo("x", DType::kFloat32, {4})};
@@ -315,12 +315,9 @@ TEST(ModelIo, ExternalDataOutsideTheModelFolderIsRefused) {
     std::string expect;  // part of the error message
   };
   const Case refused[] = {
-      {(root / "secret.data").string(), "must be a relative path"},
-      {"../secret.data", "leaves the model's folder"},
-      {"sub/../../secret.data", "leaves the model's folder"},
-      {"link.data", "leaves the model's folder"},
-      {"linkdir/secret.data", "leaves the model's folder"},
-      {"", "must be a relative path"},
+      {(root / "secret.data").string(), "must be a relative path"}, {"../secret.data", "leaves the model's folder"},
+      {"sub/../../secret.data", "leaves the model's folder"},       {"link.data", "leaves the model's folder"},
+      {"linkdir/secret.data", "leaves the model's folder"},         {"", "must be a relative path"},
   };
   for (const Case& c : refused) {
     SCOPED_TRACE(c.location);
@@ -389,8 +386,8 @@ TEST(ModelIo, ShapeInferenceFillsValueInfos) {
   m.graph.outputs = {TensorInfo("y", DType::kFloat32, {-1, 8, 3})};
   m.graph.initializers["shape"] = Tensor::FromVector<int64_t>({2}, {-1, 24});
   m.graph.nodes = {MakeNode("relu", "Relu", {"x"}, {"a"}), MakeNode("t", "Transpose", {"a"}, {"b"}),
-                   MakeNode("flat", "Reshape", {"b", "shape"}, {"c"}),
-                   MakeNode("cast", "Cast", {"c"}, {"d"}), MakeNode("back", "Identity", {"a"}, {"y0"})};
+                   MakeNode("flat", "Reshape", {"b", "shape"}, {"c"}), MakeNode("cast", "Cast", {"c"}, {"d"}),
+                   MakeNode("back", "Identity", {"a"}, {"y0"})};
   ir::Attribute perm;
   perm.type = ir::Attribute::Type::kInts;
   perm.ints = {0, 2, 1};
@@ -447,8 +444,8 @@ TEST(ModelIo, UnnamedAndDuplicateNodesGetStableUniqueNames) {
   const std::set<std::string> unique(first.begin(), first.end());
   EXPECT_EQ(unique.size(), first.size());
   for (const auto& n : first) EXPECT_FALSE(n.empty());
-  EXPECT_EQ(first[1], "dup");      // the first use of a name keeps it
-  EXPECT_EQ(first[4], "Relu_0");   // an explicit name is never taken by a generated one
+  EXPECT_EQ(first[1], "dup");     // the first use of a name keeps it
+  EXPECT_EQ(first[4], "Relu_0");  // an explicit name is never taken by a generated one
   EXPECT_NE(first[0], "Relu_0");
   EXPECT_EQ(first[3], "Identity_3");
   // Saved names come back unchanged.
@@ -635,7 +632,7 @@ TEST(ModelIo, MaxUnpoolWithoutIndexShapeLoadsAndBadRankIsRefused) {
     ir::Model m;
     m.opsets[""] = 11;
     m.graph.inputs = {TensorInfo("x", DType::kFloat32, {1, 1, 2, 2}), TensorInfo("i", DType::kInt64, {})};
-    if (variant == 0) m.graph.inputs[1].shape.reset();          // unknown rank
+    if (variant == 0) m.graph.inputs[1].shape.reset();  // unknown rank
     if (variant == 2) m.graph.inputs[1] = TensorInfo("i", DType::kInt64, {1, 1, 2, 2});
     m.graph.outputs = {TensorInfo("y", DType::kFloat32, {})};
     m.graph.outputs[0].shape.reset();
@@ -657,8 +654,8 @@ TEST(ModelIo, MaxUnpoolWithoutIndexShapeLoadsAndBadRankIsRefused) {
       ASSERT_TRUE(loaded.ok()) << loaded.error().message;
     }
   }
-  auto found = LoadModel(
-      (fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/maxunpool_indices_without_shape.onnx").string());
+  auto found =
+      LoadModel((fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/maxunpool_indices_without_shape.onnx").string());
   EXPECT_TRUE(found.ok()) << found.error().message;
 }
 
@@ -679,8 +676,8 @@ TEST(ModelIo, FutureOpsetsAreCheckedAgainstTheNewestKnownSchema) {
   m.graph.initializers["w"] = Tensor(DType::kFloat32, {1, 1, 1, 1});
   m.graph.nodes = {MakeNode("conv", "Conv", {"w"}, {"y"})};
   ASSERT_TRUE(SaveModel(m, (dir / "conv.onnx").string()).ok());
-  for (const fs::path& path : {dir / "conv.onnx",
-                               fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/conv_one_input_future_opset.onnx"}) {
+  for (const fs::path& path :
+       {dir / "conv.onnx", fs::path(SEQTO_SOURCE_DIR) / "tests/fuzz/regressions/conv_one_input_future_opset.onnx"}) {
     auto bad = LoadModel(path.string());
     ASSERT_FALSE(bad.ok()) << path;
     EXPECT_NE(bad.error().message.find("(Conv), opset 111"), std::string::npos) << bad.error().message;
@@ -842,13 +839,30 @@ TEST(ModelIo, BadTensorsAreErrorsBeforeAnyAllocation) {
   const std::pair<std::function<void(onnx::TensorProto*)>, std::string> cases[] = {
       // 2^40 floats declared, no data: must not try to allocate 4 TiB.
       {[](onnx::TensorProto* t) { t->add_dims(int64_t{1} << 40); }, "exceeds 64 GiB"},
-      {[](onnx::TensorProto* t) { t->add_dims(1 << 20); t->add_dims(1 << 20); t->add_dims(1 << 20); }, "exceeds 64 GiB"},
+      {[](onnx::TensorProto* t) {
+         t->add_dims(1 << 20);
+         t->add_dims(1 << 20);
+         t->add_dims(1 << 20);
+       },
+       "exceeds 64 GiB"},
       // 2^32 * 2^32 wraps to 0 in 64 bits: not an empty tensor (found by fuzzing).
-      {[](onnx::TensorProto* t) { t->add_dims(int64_t{1} << 32); t->add_dims(int64_t{1} << 32); }, "exceeds 64 GiB"},
+      {[](onnx::TensorProto* t) {
+         t->add_dims(int64_t{1} << 32);
+         t->add_dims(int64_t{1} << 32);
+       },
+       "exceeds 64 GiB"},
       {[](onnx::TensorProto* t) { t->add_dims(1 << 28); }, "0 values, expected 268435456"},
-      {[](onnx::TensorProto* t) { t->add_dims(1 << 28); t->set_raw_data("abcd"); }, "4 bytes of data"},
+      {[](onnx::TensorProto* t) {
+         t->add_dims(1 << 28);
+         t->set_raw_data("abcd");
+       },
+       "4 bytes of data"},
       {[](onnx::TensorProto* t) { t->add_dims(-3); }, "negative dimension"},
-      {[](onnx::TensorProto* t) { t->add_dims(2); t->add_float_data(1); }, "1 values, expected 2"},
+      {[](onnx::TensorProto* t) {
+         t->add_dims(2);
+         t->add_float_data(1);
+       },
+       "1 values, expected 2"},
       {[](onnx::TensorProto* t) { t->set_data_type(8); }, "unsupported data type string"},
       {[](onnx::TensorProto* t) { t->set_data_type(12345); }, "unsupported data type"},
   };
@@ -892,7 +906,7 @@ TEST(WireScan, ReportsTheFirstProblem) {
   // into without bound; protobuf itself refuses it too.
   auto field = [](int number, const std::string& payload) {
     std::string out(1, static_cast<char>(number << 3 | 2));
-    for (uint64_t n = payload.size(); ; n >>= 7) {
+    for (uint64_t n = payload.size();; n >>= 7) {
       out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
       if (n < 0x80) break;
     }

@@ -1,12 +1,12 @@
 // Pareto selection of src/eval/pareto.h on hand-drawn examples (the arithmetic is in
 // the comments), with duplicates, dominated points and a constant objective.
+#include "eval/pareto.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
-
-#include "eval/pareto.h"
 
 namespace seqto {
 namespace {
@@ -18,7 +18,7 @@ std::vector<size_t> Candidates(const std::vector<ParetoEntry>& e) {
 }
 
 TEST(Pareto, Dominates) {
-  EXPECT_TRUE(Dominates({1, 2}, {1, 3}));   // equal, then strictly better
+  EXPECT_TRUE(Dominates({1, 2}, {1, 3}));  // equal, then strictly better
   EXPECT_TRUE(Dominates({0, 0}, {1, 1}));
   EXPECT_FALSE(Dominates({1, 3}, {1, 2}));
   EXPECT_FALSE(Dominates({1, 3}, {2, 2}));  // a trade-off: neither dominates

@@ -2,13 +2,14 @@
 // the key), Pillow-exact bilinear resize (hand-computed cases and goldens produced
 // by Pillow 9.4.0), and the whole image pipeline on a tiny PNG written here with
 // libpng, checked pixel by pixel against hand-computed values.
+#include "data/preprocess.h"
+
 #include <gtest/gtest.h>
 #include <png.h>
 
 #include <nlohmann/json.hpp>
 
 #include "data/image_decode.h"
-#include "data/preprocess.h"
 
 namespace seqto::data {
 namespace {
@@ -16,8 +17,9 @@ namespace {
 // ---------------------------------------------------------------- parsing
 
 TEST(PreprocessParse, FullSpec) {
-  auto s = ParsePreprocessSpec("resize=256,crop=224,scale=0.00392157,mean=0.485:0.456:0.406,std=0.229:0.224:0.225,"
-                               "color=bgr,layout=nhwc");
+  auto s = ParsePreprocessSpec(
+      "resize=256,crop=224,scale=0.00392157,mean=0.485:0.456:0.406,std=0.229:0.224:0.225,"
+      "color=bgr,layout=nhwc");
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->resize_short, 256);
   EXPECT_EQ(s->resize_h, 0);
@@ -119,15 +121,14 @@ TEST(PreprocessResize, UpscaleIsHalfPixelBilinearWithClampedEdges) {
   // x=2 -> 0.75, x=3 -> 1.25, ..., x=7 -> 3.25 (clamped: in3). Results are rounded half up.
   const Image in = Gray(4, 1, {10, 20, 60, 100});
   const Image out = ResizeBilinear(in, 1, 8);
-  const std::vector<uint8_t> expected = {
-      10,                   // in0
-      13,                   // 0.75*10 + 0.25*20 = 12.5 -> 13 (half up)
-      18,                   // 0.25*10 + 0.75*20 = 17.5 -> 18
-      30,                   // 0.75*20 + 0.25*60
-      50,                   // 0.25*20 + 0.75*60
-      70,                   // 0.75*60 + 0.25*100
-      90,                   // 0.25*60 + 0.75*100
-      100};                 // in3
+  const std::vector<uint8_t> expected = {10,    // in0
+                                         13,    // 0.75*10 + 0.25*20 = 12.5 -> 13 (half up)
+                                         18,    // 0.25*10 + 0.75*20 = 17.5 -> 18
+                                         30,    // 0.75*20 + 0.25*60
+                                         50,    // 0.25*20 + 0.75*60
+                                         70,    // 0.75*60 + 0.25*100
+                                         90,    // 0.25*60 + 0.75*100
+                                         100};  // in3
   EXPECT_EQ(out.pixels, expected);
   EXPECT_EQ(out.width, 8);
   EXPECT_EQ(out.height, 1);
@@ -165,7 +166,8 @@ std::vector<uint8_t> Parse(const std::string& csv) {
 const char* kSrc =
     "175,240,136,19,196,228,50,58,25,194,168,199,246,41,168,81,67,150,59,112,211,208,108,250,151,3,53,185,103,54,161,"
     "116,92,133,93,250,185,236,217,78,142,221,218,137,23,10,141,67,72,110,73,128,89,209,52,22,110,241,113,18,42,250,91,"
-    "107,218,106,184,68,136,179,18,4,167,76,248,127,230,151,27,135,68,4,226,173,176,197,105,222,127,215,193,205,135,225,"
+    "107,218,106,184,68,136,179,18,4,167,76,248,127,230,151,27,135,68,4,226,173,176,197,105,222,127,215,193,205,135,"
+    "225,"
     "177,84,172,91,133,97,0,222,151,100,75";
 
 TEST(PreprocessResize, MatchesPillowGoldens) {
@@ -176,13 +178,16 @@ TEST(PreprocessResize, MatchesPillowGoldens) {
     const char* expected;
   };
   const Case cases[] = {
-      {4, 3, "106,152,145,157,108,144,115,102,188,145,92,94,134,98,129,133,159,158,131,120,79,130,94,144,77,169,98,188,"
-             "155,144,186,138,130,109,88,143"},
-      {2, 11, "195,162,156,142,133,137,82,97,110,106,90,65,133,100,88,164,125,160,155,87,178,152,89,176,157,142,148,105,"
-              "156,167,60,161,186,159,188,93,157,148,115,156,100,135,158,102,85,166,106,106,176,113,180,144,125,155,120,"
-              "121,133,107,95,115,82,144,119,63,188,125"},
-      {5, 2, "104,155,148,135,86,167,172,75,115,145,151,195,92,115,85,121,114,92,160,99,115,81,161,136,202,167,144,155,"
-             "87,140"},
+      {4, 3,
+       "106,152,145,157,108,144,115,102,188,145,92,94,134,98,129,133,159,158,131,120,79,130,94,144,77,169,98,188,"
+       "155,144,186,138,130,109,88,143"},
+      {2, 11,
+       "195,162,156,142,133,137,82,97,110,106,90,65,133,100,88,164,125,160,155,87,178,152,89,176,157,142,148,105,"
+       "156,167,60,161,186,159,188,93,157,148,115,156,100,135,158,102,85,166,106,106,176,113,180,144,125,155,120,"
+       "121,133,107,95,115,82,144,119,63,188,125"},
+      {5, 2,
+       "104,155,148,135,86,167,172,75,115,145,151,195,92,115,85,121,114,92,160,99,115,81,161,136,202,167,144,155,"
+       "87,140"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::to_string(c.h) + "x" + std::to_string(c.w));
@@ -194,7 +199,8 @@ TEST(PreprocessResize, MatchesPillowGoldens) {
   const auto tall_expected = Parse(
       "175,240,136,19,196,228,50,58,25,194,168,199,246,41,168,81,67,150,59,112,211,186,196,174,63,132,170,95,73,35,183,"
       "151,163,208,58,195,116,123,172,65,122,214,204,123,237,136,24,72,170,98,51,165,122,104,146,87,241,173,217,210,76,"
-      "139,220,212,121,149,88,64,59,135,106,62,146,104,144,97,61,188,210,181,129,62,190,163,218,137,23,10,141,67,72,110,"
+      "139,220,212,121,149,88,64,59,135,106,62,146,104,144,97,61,188,210,181,129,62,190,163,218,137,23,10,141,67,72,"
+      "110,"
       "73,128,89,209,52,22,110,241,113,18,42,250,91,156,182,69,107,100,105,131,59,35,150,82,231,94,138,133,122,125,46,"
       "21,237,137,115,216,106,188,75,145,181,39,19,173,87,230,132,215,149,35,120,85,20,212,162,153,204,105,209,107,189,"
       "188,143,91,206,143,139,157,137,139,74,45,171,102,142,108,176,197,105,222,127,215,193,205,135,225,177,84,172,91,"
@@ -214,7 +220,7 @@ TEST(PreprocessResize, ShorterSideFollowsTorchvision) {
   int64_t h = 0, w = 0;
   ResizedSize(s, 375, 500, h, w);  // landscape: H is shorter
   EXPECT_EQ(h, 256);
-  EXPECT_EQ(w, 341);  // int(256 * 500 / 375) = int(341.33)
+  EXPECT_EQ(w, 341);               // int(256 * 500 / 375) = int(341.33)
   ResizedSize(s, 500, 333, h, w);  // portrait
   EXPECT_EQ(w, 256);
   EXPECT_EQ(h, 384);  // int(256 * 500 / 333) = int(384.38)
@@ -342,10 +348,12 @@ TEST(PreprocessPipeline, Errors) {
   const Image img = Gray(4, 3, std::vector<uint8_t>(12, 0));
   auto big = PreprocessImage(img, *ParsePreprocessSpec("crop=5"));
   ASSERT_FALSE(big.ok());
-  EXPECT_NE(big.error().message.find("crop 5x5 is larger than the image (3x4)"), std::string::npos) << big.error().message;
+  EXPECT_NE(big.error().message.find("crop 5x5 is larger than the image (3x4)"), std::string::npos)
+      << big.error().message;
   auto mean = PreprocessImage(img, *ParsePreprocessSpec("mean=1:2:3"));
   ASSERT_FALSE(mean.ok());
-  EXPECT_NE(mean.error().message.find("preprocess key 'mean': has 3 values, but the data has 1 channel"), std::string::npos)
+  EXPECT_NE(mean.error().message.find("preprocess key 'mean': has 3 values, but the data has 1 channel"),
+            std::string::npos)
       << mean.error().message;
 }
 
@@ -371,7 +379,8 @@ TEST(PreprocessTensorTest, ScaleMeanStdPerChannel) {
   // A channel count that mean does not fit.
   auto bad = PreprocessTensor(t, *ParsePreprocessSpec("mean=1:2:3"), 0);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("preprocess key 'mean': has 3 values, but the data has 2 channels"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("preprocess key 'mean': has 3 values, but the data has 2 channels"),
+            std::string::npos);
 }
 
 }  // namespace

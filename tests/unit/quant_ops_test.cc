@@ -5,7 +5,6 @@
 // odd shapes; being integer results they must agree exactly. With AVX-512 VNNI (or
 // newer) the tests also check that the fast kernel did run (and did not fall back).
 #include <gtest/gtest.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
 #include "core/parallel.h"
@@ -88,10 +88,18 @@ Tensor RandomInts(DType dtype, Shape shape, uint32_t seed, int32_t lo, int32_t h
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int32_t v = dist(rng);
     switch (dtype) {
-      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
-      case DType::kInt32: t.data<int32_t>()[i] = v; break;
-      default: ADD_FAILURE() << "RandomInts: unsupported type"; break;
+      case DType::kUInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+        break;
+      case DType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(v);
+        break;
+      case DType::kInt32:
+        t.data<int32_t>()[i] = v;
+        break;
+      default:
+        ADD_FAILURE() << "RandomInts: unsupported type";
+        break;
     }
   }
   return t;
@@ -104,8 +112,10 @@ Tensor Float(float v) { return Tensor::Scalar<float>(v); }
 Tensor Floats(std::vector<float> v) { return Tensor::FromVector<float>({static_cast<int64_t>(v.size())}, v); }
 Tensor Zp(DType t, int32_t v) {
   Tensor z(t, {});
-  if (t == DType::kUInt8) z.data<uint8_t>()[0] = static_cast<uint8_t>(v);
-  else z.data<int8_t>()[0] = static_cast<int8_t>(v);
+  if (t == DType::kUInt8)
+    z.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  else
+    z.data<int8_t>()[0] = static_cast<int8_t>(v);
   return z;
 }
 std::string Name(DType t) { return DTypeName(t); }
@@ -239,8 +249,7 @@ TEST_F(QuantOpsTest, QuantizePerAxis) {
   const Tensor x = Tensor::FromVector<float>({2, 3, 2}, {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6});
   const Tensor scales = Floats({1.f, 2.f, 4.f});
   const Tensor zps = Tensor::FromVector<uint8_t>({3}, {0, 10, 20});
-  EXPECT_EQ(Ints(RunOk(node, 13, {x, scales, zps})),
-            (std::vector<int64_t>{1, 2, 12, 12, 21, 22, 0, 0, 8, 8, 19, 18}));
+  EXPECT_EQ(Ints(RunOk(node, 13, {x, scales, zps})), (std::vector<int64_t>{1, 2, 12, 12, 21, 22, 0, 0, 8, 8, 19, 18}));
   // axis 0 (and -3): scales 1, 0.5
   node.attributes["axis"] = Int(-3);
   EXPECT_EQ(Ints(RunOk(node, 13, {x, Floats({1.f, 0.5f}), Tensor::FromVector<int8_t>({2}, {0, -1})})),
@@ -249,8 +258,8 @@ TEST_F(QuantOpsTest, QuantizePerAxis) {
   auto old = RunNode(MakeNode("QuantizeLinear", 3), 10, {x, scales, zps}, {}, true);
   ASSERT_FALSE(old.ok());
   EXPECT_EQ(old.error().kind, ErrorKind::kUser);
-  auto wrong = RunNode(MakeNode("QuantizeLinear", 3), 13, {x, Floats({1.f, 2.f}), Tensor::FromVector<uint8_t>({2}, {0, 0})},
-                       {}, true);
+  auto wrong = RunNode(MakeNode("QuantizeLinear", 3), 13,
+                       {x, Floats({1.f, 2.f}), Tensor::FromVector<uint8_t>({2}, {0, 0})}, {}, true);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.error().message.find("scale"), std::string::npos) << wrong.error().message;
 }
@@ -389,8 +398,8 @@ void TestQMatMul(const QMatMulCase& c, bool qlinear) {
   // The output quantization from the exact result (MatMulInteger's reference).
   auto acc = RunNode(MakeNode("MatMulInteger", 4), 10, {a, b, az, bz}, {}, true);
   ASSERT_TRUE(acc.ok()) << acc.error().message;
-  const auto yq = CalibrateOutput(Ints((*acc)[0]), [&](size_t i) { return sa * sbv[c.per_column_scale ? i % n : 0]; },
-                                  c.y_type);
+  const auto yq = CalibrateOutput(
+      Ints((*acc)[0]), [&](size_t i) { return sa * sbv[c.per_column_scale ? i % n : 0]; }, c.y_type);
   ir::Node node = MakeNode("QLinearMatMul", 8);
   const std::vector<Tensor> inputs{a, Float(sa), az, b, sb, bz, Float(yq.scale), Zp(c.y_type, yq.zero_point)};
   what += std::string(" per-column scale=") + (c.per_column_scale ? "1" : "0") + " y=" + Name(c.y_type);
@@ -418,11 +427,11 @@ std::vector<QMatMulCase> QMatMulCases() {
   c.zp = C::kRowCol;
   for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{{{1, 1}, {1, 1}},
                                                           {{33, 65}, {65, 17}},
-                                                          {{3, 5, 17}, {17, 9}},          // batch folded into rows
-                                                          {{3, 5, 17}, {3, 17, 9}},       // batched B
-                                                          {{2, 1, 4, 7}, {3, 7, 5}},      // broadcast batches
-                                                          {{9}, {9, 4}},                  // 1-D A
-                                                          {{2, 3, 9}, {9}},               // 1-D B
+                                                          {{3, 5, 17}, {17, 9}},      // batch folded into rows
+                                                          {{3, 5, 17}, {3, 17, 9}},   // batched B
+                                                          {{2, 1, 4, 7}, {3, 7, 5}},  // broadcast batches
+                                                          {{9}, {9, 4}},              // 1-D A
+                                                          {{2, 3, 9}, {9}},           // 1-D B
                                                           {{64, 256}, {256, 96}}}) {
     c.a = a;
     c.b = b;
@@ -451,8 +460,8 @@ TEST_F(QuantOpsTest, QLinearMatMulHandComputed) {
   // -> + y_zp 1 = 2, 3, 1, 3 (rounding after adding the zero point would give 4 last).
   const Tensor a = Tensor::FromVector<uint8_t>({2, 2}, {3, 1, 0, 2});
   const Tensor b = Tensor::FromVector<int8_t>({2, 2}, {1, 2, 1, 7});
-  const std::vector<Tensor> inputs{a, Float(0.5f), Zp(DType::kUInt8, 1), b, Float(1.f), Zp(DType::kInt8, 0),
-                                   Float(1.f), Zp(DType::kUInt8, 1)};
+  const std::vector<Tensor> inputs{a,          Float(0.5f),         Zp(DType::kUInt8, 1), b,
+                                   Float(1.f), Zp(DType::kInt8, 0), Float(1.f),           Zp(DType::kUInt8, 1)};
   for (bool ref : {true, false}) {
     auto out = RunNode(MakeNode("QLinearMatMul", 8), 10, inputs, {}, ref);
     ASSERT_TRUE(out.ok()) << out.error().message;
@@ -480,10 +489,10 @@ struct QConvCase {
       return "[" + s + "]";
     };
     std::string d = std::string(qlinear ? "QLinearConv" : "ConvInteger") + " N=" + std::to_string(batch) +
-                    " cin/g=" + std::to_string(cin) + " cout/g=" + std::to_string(cout) + " g=" + std::to_string(groups) +
-                    " in=" + j(size) + " k=" + j(kernel) + " s=" + j(strides) + " d=" + j(dilations) + " p=" + j(pads) +
-                    " " + auto_pad + " x=" + Name(x_type) + (x_zp ? "(zp)" : "") + " w=" + Name(w_type) +
-                    " w_zp=" + std::to_string(w_zp);
+                    " cin/g=" + std::to_string(cin) + " cout/g=" + std::to_string(cout) +
+                    " g=" + std::to_string(groups) + " in=" + j(size) + " k=" + j(kernel) + " s=" + j(strides) +
+                    " d=" + j(dilations) + " p=" + j(pads) + " " + auto_pad + " x=" + Name(x_type) +
+                    (x_zp ? "(zp)" : "") + " w=" + Name(w_type) + " w_zp=" + std::to_string(w_zp);
     if (qlinear)
       d += " per-channel=" + std::to_string(per_channel_scale) + " bias=" + std::to_string(bias) + " y=" + Name(y_type);
     return d;
@@ -508,16 +517,23 @@ void TestQConv(const QConvCase& c, bool qlinear) {
   Tensor w = RandomFull(c.w_type, ws, 13);
   Tensor wz;
   switch (c.w_zp) {
-    case QConvCase::kNone: break;
-    case QConvCase::kZero: wz = Zp(c.w_type, 0); break;
+    case QConvCase::kNone:
+      break;
+    case QConvCase::kZero:
+      wz = Zp(c.w_type, 0);
+      break;
     case QConvCase::kFits: {  // W - w_zp fits in int8: weights around the zero point
       const int32_t center = c.w_type == DType::kUInt8 ? 128 : 0;
       w = RandomInts(c.w_type, ws, 13, center - 100, center + 100);
       wz = RandomInts(c.w_type, {m}, 14, center - 20, center + 20);
       break;
     }
-    case QConvCase::kTensor: wz = RandomInts(c.w_type, {}, 14, wr.lo, wr.hi); break;
-    case QConvCase::kChannel: wz = RandomInts(c.w_type, {m}, 14, wr.lo, wr.hi); break;
+    case QConvCase::kTensor:
+      wz = RandomInts(c.w_type, {}, 14, wr.lo, wr.hi);
+      break;
+    case QConvCase::kChannel:
+      wz = RandomInts(c.w_type, {m}, 14, wr.lo, wr.hi);
+      break;
   }
   const std::string what = c.Describe(qlinear);
   if (!qlinear) {
@@ -547,8 +563,8 @@ void TestQConv(const QConvCase& c, bool qlinear) {
   auto channel = [&](size_t i) { return static_cast<int64_t>(i) / positions % m; };
   if (c.bias)
     for (size_t i = 0; i < accv.size(); ++i) accv[i] += bias.data<int32_t>()[channel(i)];
-  const auto yq = CalibrateOutput(accv, [&](size_t i) { return sx * swv[c.per_channel_scale ? channel(i) : 0]; },
-                                  c.y_type);
+  const auto yq = CalibrateOutput(
+      accv, [&](size_t i) { return sx * swv[c.per_channel_scale ? channel(i) : 0]; }, c.y_type);
   std::vector<Tensor> inputs{x, Float(sx), xz, w, w_scale, wz, Float(yq.scale), Zp(c.y_type, yq.zero_point)};
   if (c.bias) inputs.push_back(bias);
   node.inputs.resize(inputs.size());
@@ -673,8 +689,9 @@ TEST_F(QuantOpsTest, QLinearConvRequantizesHalfToEven) {
   ir::Node node = MakeNode("QLinearConv", 8);
   const Tensor x = Tensor::FromVector<uint8_t>({1, 1, 3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8});
   const Tensor w = Tensor::FromVector<int8_t>({1, 1, 1, 1}, {1});
-  const std::vector<Tensor> inputs{x, Float(0.5f), Zp(DType::kUInt8, 3), w, Floats({1.f}),
-                                   Tensor::FromVector<int8_t>({1}, {0}), Float(1.f), Zp(DType::kUInt8, 3)};
+  const std::vector<Tensor> inputs{x,          Float(0.5f),         Zp(DType::kUInt8, 3),
+                                   w,          Floats({1.f}),       Tensor::FromVector<int8_t>({1}, {0}),
+                                   Float(1.f), Zp(DType::kUInt8, 3)};
   for (bool ref : {true, false}) {
     auto out = RunNode(node, 10, inputs, {false, true, true, true, true, true, true, true}, ref);
     ASSERT_TRUE(out.ok()) << out.error().message;
@@ -713,8 +730,8 @@ TEST_F(QuantOpsTest, BadInputsAreUserErrors) {
   const Tensor x = RandomFull(DType::kUInt8, {1, 4, 5, 5}, 1);
   const Tensor w = RandomFull(DType::kInt8, {6, 4, 3, 3}, 2);
   expect_user_error(MakeNode("ConvInteger", 4), {x, w, Zp(DType::kInt8, 0), Zp(DType::kInt8, 0)}, "x_zero_point");
-  expect_user_error(MakeNode("ConvInteger", 4), {x, w, Zp(DType::kUInt8, 0), Tensor::FromVector<int8_t>({4}, {0, 0, 0, 0})},
-                    "w_zero_point");
+  expect_user_error(MakeNode("ConvInteger", 4),
+                    {x, w, Zp(DType::kUInt8, 0), Tensor::FromVector<int8_t>({4}, {0, 0, 0, 0})}, "w_zero_point");
   expect_user_error(MakeNode("ConvInteger", 2), {x, RandomFull(DType::kInt8, {6, 3, 3, 3}, 2)}, "W has shape");
   expect_user_error(MakeNode("ConvInteger", 2), {Tensor(DType::kFloat32, {1, 4, 5, 5}), w}, "type float32");
   expect_user_error(MakeNode("QLinearConv", 8),
@@ -729,8 +746,8 @@ TEST_F(QuantOpsTest, BadInputsAreUserErrors) {
   expect_user_error(MakeNode("MatMulInteger", 2), {a, RandomFull(DType::kInt8, {3, 5}, 4)}, "rows");
   expect_user_error(MakeNode("MatMulInteger", 4), {a, b, Tensor::FromVector<uint8_t>({2}, {0, 0}), Zp(DType::kInt8, 0)},
                     "a_zero_point");
-  expect_user_error(MakeNode("MatMulInteger", 4), {a, b, Zp(DType::kUInt8, 0), Tensor::FromVector<int8_t>({4}, {0, 0, 0, 0})},
-                    "b_zero_point");
+  expect_user_error(MakeNode("MatMulInteger", 4),
+                    {a, b, Zp(DType::kUInt8, 0), Tensor::FromVector<int8_t>({4}, {0, 0, 0, 0})}, "b_zero_point");
   expect_user_error(MakeNode("QLinearMatMul", 8),
                     {a, Float(1.f), Zp(DType::kUInt8, 0), b, Floats({1.f, 1.f}), Zp(DType::kInt8, 0), Float(1.f),
                      Zp(DType::kUInt8, 0)},
@@ -751,12 +768,19 @@ TEST_F(QuantOpsTest, DISABLED_QLinearConvTiming) {
     Tensor w, wz;
   };
   const std::vector<Variant> variants{
-      {"int8 W, w_zp 0 (ORT's default)", RandomFull(DType::kInt8, {64, 64, 3, 3}, 2), Tensor::FromVector<int8_t>({64}, std::vector<int8_t>(64, 0))},
+      {"int8 W, w_zp 0 (ORT's default)", RandomFull(DType::kInt8, {64, 64, 3, 3}, 2),
+       Tensor::FromVector<int8_t>({64}, std::vector<int8_t>(64, 0))},
       {"uint8 W, per-channel w_zp (extra channel)", RandomFull(DType::kUInt8, {64, 64, 3, 3}, 2),
        RandomInts(DType::kUInt8, {64}, 3, 0, 255)}};
   for (const auto& v : variants) {
-    const std::vector<Tensor> inputs{x,           Float(0.02f), Zp(DType::kUInt8, 7), v.w,
-                                     Floats(swv), v.wz,         Float(4.f),           Zp(DType::kUInt8, 128),
+    const std::vector<Tensor> inputs{x,
+                                     Float(0.02f),
+                                     Zp(DType::kUInt8, 7),
+                                     v.w,
+                                     Floats(swv),
+                                     v.wz,
+                                     Float(4.f),
+                                     Zp(DType::kUInt8, 128),
                                      RandomInts(DType::kInt32, {64}, 4, -1000, 1000)};
     for (bool ref : {true, false}) {
       const ops::OpDef* def = ops::OpRegistry::Global().Find("", "QLinearConv", 13);
@@ -774,7 +798,8 @@ TEST_F(QuantOpsTest, DISABLED_QLinearConvTiming) {
         ASSERT_TRUE((*kernel)->Run(ctx).ok());
       }
       const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC / runs;
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / runs;
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / runs;
       std::printf("QLinearConv 1x64x56x56 3x3 -> 64, %s, %s: %.3f ms (CPU %.3f ms)\n", v.name,
                   ref ? "reference" : "fast", ms, cpu_ms);
     }

@@ -236,8 +236,7 @@ TEST(QuantScheme, RoundHalfToEvenAndClamp) {
   EXPECT_EQ(Quantize({300, -5}, PerTensor(QuantType::kUInt8, 1.f, 0)), (std::vector<int64_t>{255, 0}));
   // uint16 / int16: 70000 -> 65535; -40000 -> -32768; 1e30 saturates without overflow.
   EXPECT_EQ(Quantize({70000, 1e30f}, PerTensor(QuantType::kUInt16, 1.f, 0)), (std::vector<int64_t>{65535, 65535}));
-  EXPECT_EQ(Quantize({-40000, -1e30f}, PerTensor(QuantType::kInt16, 1.f, 0)),
-            (std::vector<int64_t>{-32768, -32768}));
+  EXPECT_EQ(Quantize({-40000, -1e30f}, PerTensor(QuantType::kInt16, 1.f, 0)), (std::vector<int64_t>{-32768, -32768}));
 }
 
 TEST(QuantScheme, DequantizeInvertsQuantizeWithinHalfAStep) {
@@ -380,8 +379,8 @@ TEST(QuantScheme, BiasInt32WithInputTimesWeightScale) {
   q = QuantizeBias(Tensor::FromVector<float>({4}, {0.1875f, 0.3125f, 1e9f, -1e9f}), 0.5f,
                    PerTensor(QuantType::kInt8, 0.25f, 0), &bp);
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(Ints<int32_t>(*q), (std::vector<int64_t>{2, 2, std::numeric_limits<int32_t>::max(),
-                                                      std::numeric_limits<int32_t>::min()}));
+  EXPECT_EQ(Ints<int32_t>(*q),
+            (std::vector<int64_t>{2, 2, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()}));
   EXPECT_FALSE(bp.per_channel());
   EXPECT_EQ(bp.scale, std::vector<float>{0.125f});
   auto back = DequantizeTensor(*q, bp);
@@ -399,11 +398,11 @@ TEST(QuantScheme, NanAndInfAreErrorsNamingTheTensor) {
   EXPECT_EQ(r.error().kind, ErrorKind::kUser);
   EXPECT_NE(r.error().message.find("tensor 'act'"), std::string::npos);
   EXPECT_FALSE(ComputeScaleZeroPoint(0, INFINITY, Opts(QuantType::kUInt8)).ok());
-  EXPECT_FALSE(ComputeScaleZeroPoint(2, 1, Opts(QuantType::kUInt8)).ok());  // min > max
+  EXPECT_FALSE(ComputeScaleZeroPoint(2, 1, Opts(QuantType::kUInt8)).ok());      // min > max
   EXPECT_FALSE(ComputeScaleZeroPoint(0, 1e300, Opts(QuantType::kUInt8)).ok());  // beyond float32
 
-  auto p = ComputeWeightParams(Tensor::FromVector<float>({3}, {1, NAN, 2}), Opts(QuantType::kInt8, true),
-                               std::nullopt, "conv1.weight");
+  auto p = ComputeWeightParams(Tensor::FromVector<float>({3}, {1, NAN, 2}), Opts(QuantType::kInt8, true), std::nullopt,
+                               "conv1.weight");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().kind, ErrorKind::kUser);
   EXPECT_NE(p.error().message.find("'conv1.weight'"), std::string::npos) << p.error().message;
@@ -416,9 +415,8 @@ TEST(QuantScheme, NanAndInfAreErrorsNamingTheTensor) {
   EXPECT_FALSE(QuantizeTensor(Tensor::FromVector<float>({1}, {1}), PerTensor(QuantType::kInt8, 0.f, 0)).ok());
   EXPECT_FALSE(QuantizeTensor(Tensor::FromVector<float>({1}, {1}), PerTensor(QuantType::kUInt8, 1.f, 300)).ok());
   EXPECT_FALSE(QuantizeTensor(Tensor::FromVector<int32_t>({1}, {1}), PerTensor(QuantType::kInt8, 1.f, 0)).ok());
-  EXPECT_FALSE(QuantizeBias(Tensor::FromVector<float>({1}, {NAN}), 0.5f, PerTensor(QuantType::kInt8, 1.f, 0),
-                            nullptr)
-                   .ok());
+  EXPECT_FALSE(
+      QuantizeBias(Tensor::FromVector<float>({1}, {NAN}), 0.5f, PerTensor(QuantType::kInt8, 1.f, 0), nullptr).ok());
 }
 
 }  // namespace

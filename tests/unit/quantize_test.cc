@@ -1,6 +1,8 @@
 // The QDQ rewriter and quantization groups (quant/quantize.h) on small hand-built
 // models with hand-set ranges, so every scale is computed by hand here; and the group
 // guarantees on the bundled Fashion-MNIST models.
+#include "quant/quantize.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "onnxio/model_io.h"
 #include "quant/calib/calibrate.h"
 #include "quant/node_filter.h"
-#include "quant/quantize.h"
 #include "runtime/session.h"
 #include "support/test_models.h"
 
@@ -115,7 +116,9 @@ const Tensor& Init(const ir::Model& m, const std::string& name) {
   return it == m.graph.initializers.end() ? kNone : it->second;
 }
 
-float ScalarF(const ir::Model& m, const std::string& name) { return static_cast<float>(Init(m, name).ToDoubles().at(0)); }
+float ScalarF(const ir::Model& m, const std::string& name) {
+  return static_cast<float>(Init(m, name).ToDoubles().at(0));
+}
 int64_t ScalarI(const ir::Model& m, const std::string& name) { return Init(m, name).ToInt64s().at(0); }
 
 size_t CountQdq(const ir::Model& m) {
@@ -325,7 +328,8 @@ TEST(QuantStatic, OneSharedQdqPairPerTensor) {
   EXPECT_EQ(x_q, 1);
   EXPECT_EQ(FindNode(*q, "conv1")->inputs[0], "x_DequantizeLinear_Output");
   EXPECT_EQ(FindNode(*q, "conv2")->inputs[0], "x_DequantizeLinear_Output");
-  EXPECT_EQ(FindNode(*q, "add")->inputs, (std::vector<std::string>{"c1_DequantizeLinear_Output", "c2_DequantizeLinear_Output"}));
+  EXPECT_EQ(FindNode(*q, "add")->inputs,
+            (std::vector<std::string>{"c1_DequantizeLinear_Output", "c2_DequantizeLinear_Output"}));
   EXPECT_EQ(FindNode(*q, "conv3")->inputs[0], "s_DequantizeLinear_Output");
   // x, c1, c2, s, y: Q and DQ; w1..w3: DQ.
   EXPECT_EQ(CountQdq(*q), 13u);
@@ -515,7 +519,8 @@ TEST(QuantStatic, NodeFilterSelectsNodes) {
     ASSERT_TRUE(prepared.ok());
     auto tensors = QuantPlan::TensorsToCalibrate(*prepared, o);
     ASSERT_FALSE(tensors.ok()) << field;
-    EXPECT_NE(tensors.error().message.find(std::string("'") + value + "'"), std::string::npos) << tensors.error().message;
+    EXPECT_NE(tensors.error().message.find(std::string("'") + value + "'"), std::string::npos)
+        << tensors.error().message;
     EXPECT_NE(tensors.error().message.find(field), std::string::npos) << tensors.error().message;
     const TensorRanges ranges = ConvReluMatMulRanges();
     auto p = QuantPlan::Create(*prepared, o, &ranges);

@@ -33,12 +33,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
 
  private:
@@ -207,8 +211,7 @@ TEST(RunnersEngine, ConcatenatesOutputsInBatchOrder) {
   auto out = runner.Run(path, {{{"x", Iota({2, 2}, 0)}}, {{"x", Iota({1, 2}, 10)}}, {{"x", Iota({3, 2}, 20)}}});
   ASSERT_TRUE(out) << out.error().message;
   EXPECT_EQ(out->at("y").Describe(), "float32[6x2]");
-  EXPECT_EQ(out->at("y").ToDoubles(),
-            (std::vector<double>{-0, -1, -2, -3, -10, -11, -20, -21, -22, -23, -24, -25}));
+  EXPECT_EQ(out->at("y").ToDoubles(), (std::vector<double>{-0, -1, -2, -3, -10, -11, -20, -21, -22, -23, -24, -25}));
 }
 
 TEST(RunnersEngine, ReloadsAModelFileThatChanged) {
@@ -255,7 +258,8 @@ TEST(RunnersEngine, LatencyStatsAreSane) {
   EXPECT_LE(stats->mean, stats->max);
   EXPECT_FALSE((*runner)->Latency(ExampleModel().string(), {{"input", *all}}, {.warmup = 0, .runs = 0}));
   // Measure (the default: Run, then Latency) gives both.
-  auto m = (*runner)->Measure(ExampleModel().string(), {{{"input", *all}}}, {{"input", *all}}, {.warmup = 0, .runs = 2});
+  auto m =
+      (*runner)->Measure(ExampleModel().string(), {{{"input", *all}}}, {{"input", *all}}, {.warmup = 0, .runs = 2});
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->outputs.at("logits").Describe(), "float32[8x10]");
   EXPECT_EQ(m->latency.runs, 2);
@@ -412,7 +416,8 @@ TEST(RunnersOrtChild, PassesBatchesAndOptionsToTheTool) {
   TestDir out_dir("ort_args_out");
   FakeOrt fake("ort_args",
                "printf '%s\\n' \"$@\" > \"$SEQTO_TEST_ARGS\"\n"
-               "for a in \"$@\"; do case \"$a\" in *=*.npy) cp \"${a#*=}\" \"$SEQTO_TEST_ARGS.${a%%=*}.$(basename ${a#*=})\";; esac; done\n"
+               "for a in \"$@\"; do case \"$a\" in *=*.npy) cp \"${a#*=}\" \"$SEQTO_TEST_ARGS.${a%%=*}.$(basename "
+               "${a#*=})\";; esac; done\n"
                "exit 1");
   const std::string args_file = out_dir / "args.txt";
   ScopedEnv args_env("SEQTO_TEST_ARGS", args_file.c_str());

@@ -166,7 +166,10 @@ TEST(TuneConfig, ErrorsNameTheKey) {
       {[](json& j) { j["quantization"]["extra_options"]["Foo"] = 1; }, "quantization.extra_options.Foo"},
       {[](json& j) { j["search"]["threshold"] = "low"; }, "search.threshold: expected a number"},
       {[](json& j) { j["search"]["fallback"] = "int3"; }, "search.fallback"},
-      {[](json& j) { j["objectives"] = {"accuracy_loss", "speed"}; }, "objectives: unknown objective 'speed'"},
+      {[](json& j) {
+         j["objectives"] = {"accuracy_loss", "speed"};
+       },
+       "objectives: unknown objective 'speed'"},
       {[](json& j) { j["data"]["preprocess"] = "resize=abc"; }, "data.preprocess"},
       {[](json& j) { j.erase("model"); }, "model: required"},
       {[](json& j) { j["data"].erase("eval"); }, "data.eval: required"},
