@@ -3,6 +3,7 @@
 # commands need nothing that a development machine happens to have.
 #
 #   scripts/fresh-check.sh [--keep] 'COMMAND'
+#   scripts/fresh-check.sh [--keep] --readme main|test   # one of README.md's two commands
 #
 # It builds a minimal Debian 12 root (debootstrap --variant=minbase bookworm from the
 # Debian registry; the finished root is cached as a tarball, so later runs start in
@@ -24,7 +25,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: scripts/fresh-check.sh [--keep] 'COMMAND'" >&2
+  echo "usage: scripts/fresh-check.sh [--keep] 'COMMAND' | --readme main|test" >&2
   exit 2
 }
 keep=0
@@ -32,8 +33,13 @@ if [ "${1:-}" = "--keep" ]; then
   keep=1
   shift
 fi
-[ $# -eq 1 ] && [ -n "$1" ] || usage
-command_to_run=$1
+if [ "${1:-}" = "--readme" ]; then
+  [ $# -eq 2 ] || usage
+  command_to_run=$("$(dirname "$0")/readme-command.sh" "$2") || exit 2
+else
+  [ $# -eq 1 ] && [ -n "$1" ] || usage
+  command_to_run=$1
+fi
 
 die() {
   echo "fresh-check: $*" >&2
