@@ -41,44 +41,6 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-json OptionsJson(const quant::QuantOptions& o) {
-  json j;
-  j["mode"] = o.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
-  j["per_channel"] = o.per_channel;
-  j["reduce_range"] = o.reduce_range;
-  j["activation_type"] = quant::QuantTypeName(o.activation_type);
-  j["weight_type"] = quant::QuantTypeName(o.weight_type);
-  j["op_types_to_quantize"] = o.op_types_to_quantize;
-  j["nodes_to_quantize"] = o.nodes_to_quantize;
-  j["nodes_to_exclude"] = o.nodes_to_exclude;
-  j["calibrate_method"] = quant::CalibrationMethodName(o.calibration);
-  json extra;
-  extra["ActivationSymmetric"] = o.activation_symmetric;
-  if (o.weight_symmetric) extra["WeightSymmetric"] = *o.weight_symmetric;
-  extra["QuantizeBias"] = o.quantize_bias;
-  extra["CalibMovingAverage"] = o.calibration_options.moving_average;
-  extra["CalibMovingAverageConstant"] = o.calibration_options.averaging_constant;
-  extra["PowerOfTwoScales"] = o.power_of_two;
-  if (!o.tensor_overrides.empty()) {
-    json ovs = json::object();
-    for (const auto& [name, ov] : o.tensor_overrides) {
-      json e = json::object();
-      if (ov.quant_type) e["quant_type"] = quant::QuantTypeName(*ov.quant_type);
-      if (ov.scale) e["scale"] = *ov.scale;
-      if (ov.zero_point) e["zero_point"] = *ov.zero_point;
-      if (ov.axis) e["axis"] = *ov.axis;
-      if (ov.symmetric) e["symmetric"] = *ov.symmetric;
-      if (ov.reduce_range) e["reduce_range"] = *ov.reduce_range;
-      if (ov.rmin) e["rmin"] = *ov.rmin;
-      if (ov.rmax) e["rmax"] = *ov.rmax;
-      ovs[name] = json::array({e});
-    }
-    extra["TensorQuantOverrides"] = ovs;
-  }
-  j["extra_options"] = extra;
-  return j;
-}
-
 // ---------------------------------------------------------------------------------
 
 std::optional<Shape> InputShape(const ir::ValueInfo& info) {
@@ -209,7 +171,7 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
     }
     j["qdq_nodes"] = qdq;
     j["calibration"] = calibration;
-    j["options"] = OptionsJson(o);
+    j["options"] = tune::QuantOptionsToJson(o);  // the shape --config reads
     if (Status s = WriteTextFile(a.json, j.dump(2) + "\n"); !s.ok()) return fail(s.error());
   }
   return kExitOk;

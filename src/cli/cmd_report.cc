@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "core/json_util.h"
 #include "runners/ort_runner.h"
 
 extern char** environ;
@@ -270,19 +271,7 @@ class ReportValidator {
 // (the report still links them: a run copied without its models is still worth reading).
 Status ValidateRun(const fs::path& run_dir) {
   const fs::path file = run_dir / "report.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return UserError(file.string() + ": cannot open: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json root;
-  try {
-    root = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> from "parse error".
-    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    return UserError(file.string() + ": invalid JSON: " + what);
-  }
+  SEQTO_ASSIGN_OR_RETURN(json root, ReadJsonFile(file.string()));
   ReportValidator validator;
   if (Status s = validator.Validate(root); !s.ok()) return std::move(s).WithContext(file.string());
   size_t missing = 0;
@@ -455,10 +444,7 @@ Status WriteReport(const std::string& path_arg, bool open_browser) {
 
 }  // namespace
 
-int WriteRunReport(const std::string& run_dir) {
-  Status s = WriteReport(run_dir, /*open_browser=*/false);
-  return s.ok() ? kExitOk : ReportError("report", s.error());
-}
+Status WriteRunReport(const std::string& run_dir) { return WriteReport(run_dir, /*open_browser=*/false); }
 
 void AddReportCommand(CLI::App& app, int& exit_code) {
   auto* cmd =

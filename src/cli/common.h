@@ -32,7 +32,7 @@ void AddConformanceCommand(CLI::App& app, int& exit_code);
 void AddQuantizeCommand(CLI::App& app, int& exit_code);  // cmd_quantize.cc
 void AddEvalCommand(CLI::App& app, int& exit_code);      // cmd_eval.cc
 void AddReportCommand(CLI::App& app, int& exit_code);    // cmd_report.cc
-int WriteRunReport(const std::string& run_dir);          // cmd_report.cc: seqto report RUN_DIR, for seqto tune
+Status WriteRunReport(const std::string& run_dir);       // cmd_report.cc: seqto report RUN_DIR, for seqto tune
 void AddTuneCommand(CLI::App& app, int& exit_code);      // cmd_tune.cc
 void AddAnalyzeCommand(CLI::App& app, int& exit_code);   // cmd_analyze.cc
 

@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/file_util.h"
+#include "core/json_util.h"
 #include "tune/config.h"
 
 namespace seqto::cli {
@@ -29,9 +29,7 @@ Expected<quant::QuantOptions> BuildQuantOptions(const QuantFlags& f, const CLI::
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   quant::QuantOptions o;
   if (!f.config.empty()) {
-    SEQTO_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(f.config));
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded()) return UserError(f.config + ": not valid JSON");
+    SEQTO_ASSIGN_OR_RETURN(nlohmann::json j, ReadJsonFile(f.config));
     auto parsed = tune::ParseQuantOptionsJson(j, "");
     if (!parsed) return Status(parsed.error()).WithContext(f.config);
     o = std::move(*parsed);

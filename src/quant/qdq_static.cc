@@ -425,6 +425,20 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     auto it = options.tensor_overrides.find(t);
     return it == options.tensor_overrides.end() ? nullptr : &it->second;
   };
+  // An override's own scale and zero point, as the type the tensor gets: a zero point
+  // outside the type would wrap when stored (999 as uint8 is 231).
+  auto override_params = [&](const std::string& t, const TensorOverride& ov, QuantType type) -> Expected<QuantParams> {
+    const QRange r = GetQRange(type, /*symmetric=*/false, /*reduce_range=*/false);
+    if (*ov.zero_point < r.qmin || *ov.zero_point > r.qmax)
+      return UserError("TensorQuantOverrides: tensor '" + t + "': zero_point " + std::to_string(*ov.zero_point) +
+                       " is outside the range of " + QuantTypeName(type) + " [" + std::to_string(r.qmin) + ", " +
+                       std::to_string(r.qmax) + "]");
+    QuantParams qp;
+    qp.type = type;
+    qp.scale = {*ov.scale};
+    qp.zero_point = {*ov.zero_point};
+    return qp;
+  };
 
   // Q/DQ (or Cast) names of an activation.
   auto name_activation = [&](PlannedTensor& pt) {
@@ -451,11 +465,7 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     QuantParams qp;
     qp.type =
         ov && ov->quant_type ? *ov->quant_type : (p == Precision::kInt16 ? QuantType::kInt16 : options.activation_type);
-    if (ov && ov->scale && ov->zero_point) {
-      qp.scale = {*ov->scale};
-      qp.zero_point = {*ov->zero_point};
-      return qp;
-    }
+    if (ov && ov->scale && ov->zero_point) return override_params(t, *ov, qp.type);
     auto r = ranges.find(t);
     if (r == ranges.end() && !(ov && ov->rmin && ov->rmax))
       return UserError("tensor '" + t +
@@ -490,10 +500,7 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     // ORT forces per-channel weights to int8 (QLinearConv wants one zero point).
     if (mk.axis && type == QuantType::kUInt8 && !(ov && ov->quant_type)) type = QuantType::kInt8;
     if (ov && ov->scale && ov->zero_point) {
-      QuantParams qp;
-      qp.type = type;
-      qp.scale = {*ov->scale};
-      qp.zero_point = {*ov->zero_point};
+      SEQTO_ASSIGN_OR_RETURN(QuantParams qp, override_params(t, *ov, type));
       *key = ParamsKey(qp);
       return qp;
     }

@@ -34,6 +34,7 @@ struct TensorOverride {
   std::optional<bool> symmetric;
   std::optional<bool> reduce_range;
   std::optional<double> rmin, rmax;
+  bool operator==(const TensorOverride&) const = default;
 };
 
 struct QuantOptions {
@@ -60,6 +61,7 @@ struct QuantOptions {
   CalibrationMethod calibration = CalibrationMethod::kMinMax;
   CalibrationOptions calibration_options;                  // CalibMovingAverage etc.
   std::map<std::string, TensorOverride> tensor_overrides;  // TensorQuantOverrides
+  bool operator==(const QuantOptions&) const = default;
 };
 
 // Fills the calibration options that depend on the quantization settings (the MSE

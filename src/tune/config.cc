@@ -1,10 +1,16 @@
 #include "tune/config.h"
 
+#include <cfloat>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "core/json_util.h"
+#include "quant/calib/calibrate.h"
+#include "quant/rank/ranker.h"
+#include "runners/runner.h"
+#include "tune/search.h"
 
 namespace seqto::tune {
 
@@ -12,6 +18,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+Status CheckKnown(const std::string& key_path, const std::string& value, const std::vector<std::string>& known);
 
 // Reads an object's keys strictly: each accessor names the key's path in errors, and
 // Finish() rejects every key that was not read.
@@ -85,6 +93,12 @@ class ObjectReader {
     if (!has(key)) return nullptr;
     return &j_.at(key);
   }
+  // A string that must be one of `known` (taken from the registry that resolves it).
+  Status OneOf(const std::string& key, std::string& out, const std::vector<std::string>& known) {
+    SEQTO_RETURN_IF_ERROR(String(key, out));
+    if (!has(key)) return Status::Ok();
+    return CheckKnown(KeyPath(key), out, known);
+  }
 
   // Every key not read is an error naming it (with the known keys, to help typos).
   Status Finish() const {
@@ -109,6 +123,24 @@ class ObjectReader {
   std::set<std::string> seen_;
 };
 
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// "<key path>: unknown value 'x' (known: a, b, c)".
+Status CheckKnown(const std::string& key_path, const std::string& value, const std::vector<std::string>& known) {
+  if (std::find(known.begin(), known.end(), value) != known.end()) return Status::Ok();
+  return UserError(key_path + ": unknown value '" + value + "' (known: " + JoinNames(known) + ")");
+}
+
+std::vector<std::string> RankerNames() {
+  std::vector<std::string> names;
+  for (const auto& r : quant::Rankers()) names.push_back(r.name);
+  return names;
+}
+
 std::string Resolve(const std::string& path, const std::string& base_dir) {
   if (path.empty() || fs::path(path).is_absolute() || base_dir.empty()) return path;
   return (fs::path(base_dir) / path).lexically_normal().string();
@@ -131,8 +163,8 @@ Status ParseDataSet(ObjectReader& parent, const std::string& key, DataSetConfig&
     out.path = Resolve(j->get<std::string>(), base_dir);
     return Status::Ok();
   }
+  if (!j->is_object()) return UserError(path + ": expected a path string or an object");
   ObjectReader r(*j, path);
-  SEQTO_RETURN_IF_ERROR(r.CheckObject());
   SEQTO_RETURN_IF_ERROR(r.String("path", out.path));
   out.path = Resolve(out.path, base_dir);
   SEQTO_RETURN_IF_ERROR(r.String("labels", out.labels));
@@ -167,7 +199,7 @@ Status ParseOverride(const json& v, const std::string& key_path, quant::TensorOv
   }
   if (r.has("scale")) {
     double s = 0;
-    SEQTO_RETURN_IF_ERROR(r.Number("scale", s, 1e-38, 1e38));
+    SEQTO_RETURN_IF_ERROR(r.Number("scale", s, FLT_MIN, FLT_MAX));  // a positive, normal float
     out.scale = static_cast<float>(s);
   }
   if (r.has("zero_point")) {
@@ -198,7 +230,17 @@ Status ParseOverride(const json& v, const std::string& key_path, quant::TensorOv
     else
       out.rmax = d;
   }
-  return r.Finish();
+  SEQTO_RETURN_IF_ERROR(r.Finish());
+  // A zero point must fit the tensor's type; with quant_type given that is known here
+  // (else the quantizer checks it against the type the tensor gets).
+  if (out.zero_point && out.quant_type) {
+    const quant::QRange q = quant::GetQRange(*out.quant_type, false, false);
+    if (*out.zero_point < q.qmin || *out.zero_point > q.qmax)
+      return UserError(r.KeyPath("zero_point") + ": " + std::to_string(*out.zero_point) + " is outside the range of " +
+                       quant::QuantTypeName(*out.quant_type) + " [" + std::to_string(q.qmin) + ", " +
+                       std::to_string(q.qmax) + "]");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -208,13 +250,8 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
   ObjectReader r(j, where);
   SEQTO_RETURN_IF_ERROR(r.CheckObject());
   std::string mode = "static";
-  SEQTO_RETURN_IF_ERROR(r.String("mode", mode));
-  if (mode == "static")
-    o.mode = quant::QuantMode::kStatic;
-  else if (mode == "dynamic")
-    o.mode = quant::QuantMode::kDynamic;
-  else
-    return UserError(r.KeyPath("mode") + ": '" + mode + "' is not static or dynamic");
+  SEQTO_RETURN_IF_ERROR(r.OneOf("mode", mode, {"static", "dynamic"}));
+  o.mode = mode == "dynamic" ? quant::QuantMode::kDynamic : quant::QuantMode::kStatic;
   SEQTO_RETURN_IF_ERROR(r.Bool("per_channel", o.per_channel));
   SEQTO_RETURN_IF_ERROR(r.Bool("reduce_range", o.reduce_range));
   if (const json* t = r.Object("activation_type")) {
@@ -262,8 +299,73 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
   return o;
 }
 
+json QuantOptionsToJson(const quant::QuantOptions& o) {
+  json j;
+  j["mode"] = o.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
+  j["per_channel"] = o.per_channel;
+  j["reduce_range"] = o.reduce_range;
+  j["activation_type"] = quant::QuantTypeName(o.activation_type);
+  j["weight_type"] = quant::QuantTypeName(o.weight_type);
+  j["calibrate_method"] = quant::CalibrationMethodName(o.calibration);
+  j["op_types_to_quantize"] = o.op_types_to_quantize;
+  j["nodes_to_quantize"] = o.nodes_to_quantize;
+  j["nodes_to_exclude"] = o.nodes_to_exclude;
+  j["power_of_two"] = o.power_of_two;
+  json extra;
+  extra["ActivationSymmetric"] = o.activation_symmetric;
+  if (o.weight_symmetric) extra["WeightSymmetric"] = *o.weight_symmetric;  // unset: by the weight type, as ORT
+  extra["QuantizeBias"] = o.quantize_bias;
+  const auto& c = o.calibration_options;
+  extra["CalibMovingAverage"] = c.moving_average;
+  extra["CalibMovingAverageConstant"] = c.averaging_constant;
+  extra["CalibPercentile"] = c.percentile;
+  extra["CalibNumBins"] = c.percentile_num_bins;
+  json overrides = json::object();
+  for (const auto& [name, ov] : o.tensor_overrides) {
+    json e = json::object();
+    if (ov.quant_type) e["quant_type"] = quant::QuantTypeName(*ov.quant_type);
+    if (ov.scale) e["scale"] = *ov.scale;
+    if (ov.zero_point) e["zero_point"] = *ov.zero_point;
+    if (ov.axis) e["axis"] = *ov.axis;
+    if (ov.symmetric) e["symmetric"] = *ov.symmetric;
+    if (ov.reduce_range) e["reduce_range"] = *ov.reduce_range;
+    if (ov.rmin) e["rmin"] = *ov.rmin;
+    if (ov.rmax) e["rmax"] = *ov.rmax;
+    overrides[name] = json::array({e});  // ORT's shape: a list of dicts
+  }
+  extra["TensorQuantOverrides"] = overrides;
+  j["extra_options"] = extra;
+  return j;
+}
+
 const std::vector<std::string>& ObjectiveNames() {
   static const std::vector<std::string> names = {"accuracy_loss", "size_bytes", "latency_ms"};
+  return names;
+}
+
+namespace {
+
+// search.fallback's values, in FallbackNames() order.
+const std::vector<std::pair<std::string, quant::Fallback>>& Fallbacks() {
+  static const std::vector<std::pair<std::string, quant::Fallback>> table = {
+      {"float", quant::Fallback::kFloat}, {"int16", quant::Fallback::kInt16}, {"float16", quant::Fallback::kFloat16}};
+  return table;
+}
+
+std::string FallbackName(quant::Fallback f) {
+  for (const auto& [name, value] : Fallbacks())
+    if (value == f) return name;
+  return "float";
+}
+
+}  // namespace
+
+const std::vector<std::string>& FallbackNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [name, value] : Fallbacks()) v.push_back(name);
+    return v;
+  }();
   return names;
 }
 
@@ -304,6 +406,7 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
     // Calibration and ranking default to the evaluation data (their own sample counts).
     for (DataSetConfig* set : {&c.calibration, &c.ranking}) {
       if (set->path.empty()) {
+        set->from_eval = true;
         set->path = c.eval.path;
         if (set->labels.empty()) set->labels = c.eval.labels;
         if (!set->has_preprocess && c.eval.has_preprocess) {
@@ -324,39 +427,36 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
   if (const json* q = r.Object("quantization")) {
     SEQTO_ASSIGN_OR_RETURN(c.quantization, ParseQuantOptionsJson(*q, "quantization"));
   }
-  SEQTO_RETURN_IF_ERROR(r.String("ranker", c.ranker));
+  SEQTO_RETURN_IF_ERROR(r.OneOf("ranker", c.ranker, RankerNames()));
   SEQTO_RETURN_IF_ERROR(r.Integer("worst_samples", c.worst_samples, 0, int64_t{1} << 40));
 
   if (const json* s = r.Object("search")) {
     ObjectReader sr(*s, "search");
     SEQTO_RETURN_IF_ERROR(sr.CheckObject());
-    SEQTO_RETURN_IF_ERROR(sr.String("strategy", c.strategy));
+    SEQTO_RETURN_IF_ERROR(sr.OneOf("strategy", c.strategy, SearchStrategyNames()));
     SEQTO_RETURN_IF_ERROR(sr.Number("threshold", c.threshold, -100, 100));
+    if (c.threshold < 0)
+      c.warnings.push_back("search.threshold is negative (" + json(c.threshold).dump() +
+                           "): a candidate meets it only by being more accurate than the float model, so the search "
+                           "will likely run to its end (or to search.max_candidates)");
     SEQTO_RETURN_IF_ERROR(sr.Integer("max_candidates", c.max_candidates, 0, 1 << 20));
     std::string fallback = "float";
-    SEQTO_RETURN_IF_ERROR(sr.String("fallback", fallback));
-    if (fallback == "float")
-      c.fallback = quant::Fallback::kFloat;
-    else if (fallback == "int16")
-      c.fallback = quant::Fallback::kInt16;
-    else if (fallback == "float16")
-      c.fallback = quant::Fallback::kFloat16;
-    else
-      return UserError("search.fallback: '" + fallback + "' is not float, int16 or float16");
+    SEQTO_RETURN_IF_ERROR(sr.OneOf("fallback", fallback, FallbackNames()));
+    for (const auto& [name, value] : Fallbacks())
+      if (name == fallback) c.fallback = value;
     SEQTO_RETURN_IF_ERROR(sr.Finish());
   }
   if (r.has("objectives")) {
     SEQTO_RETURN_IF_ERROR(r.Strings("objectives", c.objectives));
-    if (c.objectives.empty())
-      return UserError("objectives: name at least one of accuracy_loss, size_bytes, latency_ms");
+    if (c.objectives.empty()) return UserError("objectives: name at least one of " + JoinNames(ObjectiveNames()));
     std::set<std::string> seen;
-    for (const auto& o : c.objectives) {
-      if (std::find(ObjectiveNames().begin(), ObjectiveNames().end(), o) == ObjectiveNames().end())
-        return UserError("objectives: unknown objective '" + o + "' (known: accuracy_loss, size_bytes, latency_ms)");
+    for (size_t i = 0; i < c.objectives.size(); ++i) {
+      const std::string& o = c.objectives[i];
+      SEQTO_RETURN_IF_ERROR(CheckKnown("objectives[" + std::to_string(i) + "]", o, ObjectiveNames()));
       if (!seen.insert(o).second) return UserError("objectives: '" + o + "' is listed twice");
     }
   }
-  SEQTO_RETURN_IF_ERROR(r.String("runner", c.runner));
+  SEQTO_RETURN_IF_ERROR(r.OneOf("runner", c.runner, runners::RunnerNames()));
   SEQTO_RETURN_IF_ERROR(r.Integer("threads", c.threads, 0, 1024));
   if (const json* l = r.Object("latency")) {
     ObjectReader lr(*l, "latency");
@@ -372,32 +472,31 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
 }
 
 Expected<TuneConfig> LoadTuneConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return UserError(path + ": cannot open the config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Parse again with exceptions for the position of the error.
-    try {
-      json ignored = json::parse(ss.str());
-    } catch (const json::parse_error& e) {
-      return UserError(path + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-    }
-    return UserError(path + ": not valid JSON");
-  }
+  SEQTO_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
   auto config = ParseTuneConfig(j, path);
   if (!config) return Status(config.error()).WithContext(path);
   return config;
 }
 
+namespace {
+
+std::string Absolute(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec);
+  return (ec ? fs::path(path) : abs).lexically_normal().string();
+}
+
+}  // namespace
+
 json TuneConfig::ToJson() const {
   json j;
-  j["model"] = model;
+  j["model"] = Absolute(model);
+  j["out"] = out;
   auto set_json = [](const DataSetConfig& s) {
-    json d;
-    d["path"] = s.path;
-    if (!s.labels.empty()) d["labels"] = s.labels;
+    json d = json::object();
+    if (!s.from_eval) d["path"] = Absolute(s.path);
+    if (!s.labels.empty() && !s.from_eval) d["labels"] = Absolute(s.labels);
     d["samples"] = s.samples;
     if (s.has_preprocess) d["preprocess"] = s.preprocess.ToString();
     return d;
@@ -407,38 +506,56 @@ json TuneConfig::ToJson() const {
                {"ranking", set_json(ranking)},
                {"seed", seed},
                {"batch_size", batch_size}};
-  const auto& q = quantization;
-  json qj;
-  qj["mode"] = q.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
-  qj["per_channel"] = q.per_channel;
-  qj["reduce_range"] = q.reduce_range;
-  qj["activation_type"] = quant::QuantTypeName(q.activation_type);
-  qj["weight_type"] = quant::QuantTypeName(q.weight_type);
-  qj["calibrate_method"] = quant::CalibrationMethodName(q.calibration);
-  qj["op_types_to_quantize"] = q.op_types_to_quantize;
-  qj["nodes_to_quantize"] = q.nodes_to_quantize;
-  qj["nodes_to_exclude"] = q.nodes_to_exclude;
-  qj["power_of_two"] = q.power_of_two;
-  qj["extra_options"]["ActivationSymmetric"] = q.activation_symmetric;
-  if (q.weight_symmetric) qj["extra_options"]["WeightSymmetric"] = *q.weight_symmetric;
-  qj["extra_options"]["QuantizeBias"] = q.quantize_bias;
-  qj["extra_options"]["CalibMovingAverage"] = q.calibration_options.moving_average;
-  qj["extra_options"]["CalibMovingAverageConstant"] = q.calibration_options.averaging_constant;
-  qj["tensor_overrides"] = q.tensor_overrides.size();
-  j["quantization"] = qj;
+  j["quantization"] = QuantOptionsToJson(quantization);
   j["ranker"] = ranker;
   j["worst_samples"] = worst_samples;
   j["search"] = {{"strategy", strategy},
                  {"threshold", threshold},
                  {"max_candidates", max_candidates},
-                 {"fallback", fallback == quant::Fallback::kFloat   ? "float"
-                              : fallback == quant::Fallback::kInt16 ? "int16"
-                                                                    : "float16"}};
+                 {"fallback", FallbackName(fallback)}};
   j["objectives"] = objectives;
   j["runner"] = runner;
   j["threads"] = threads;
   j["latency"] = json{{"batch", latency_batch}, {"warmup", latency_warmup}, {"runs", latency_runs}};
   return j;
+}
+
+const std::vector<std::string>& SettingsThatMayDiffer() {
+  static const std::vector<std::string> keys = {"out"};
+  return keys;
+}
+
+namespace {
+
+std::optional<std::string> Difference(const json& run, const json& now, const std::string& path) {
+  if (run == now) return std::nullopt;
+  if (run.is_object() && now.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : run.items()) keys.insert(k);
+    for (const auto& [k, v] : now.items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const std::string p = path.empty() ? k : path + "." + k;
+      if (path.empty() &&
+          std::find(SettingsThatMayDiffer().begin(), SettingsThatMayDiffer().end(), k) != SettingsThatMayDiffer().end())
+        continue;
+      if (!run.contains(k)) return p + ": not set in the run, " + now.at(k).dump() + " now";
+      if (!now.contains(k)) return p + ": " + run.at(k).dump() + " in the run, not set now";
+      if (auto d = Difference(run.at(k), now.at(k), p)) return d;
+    }
+    return std::nullopt;
+  }
+  if (run.is_array() && now.is_array() && run.size() == now.size()) {
+    for (size_t i = 0; i < run.size(); ++i)
+      if (auto d = Difference(run[i], now[i], path + "[" + std::to_string(i) + "]")) return d;
+    return std::nullopt;
+  }
+  return path + ": " + run.dump() + " in the run, " + now.dump() + " now";
+}
+
+}  // namespace
+
+std::optional<std::string> FirstSettingsDifference(const json& run, const json& now) {
+  return Difference(run, now, "");
 }
 
 }  // namespace seqto::tune

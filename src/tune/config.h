@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,18 @@ struct DataSetConfig {
   data::PreprocessSpec preprocess;
   bool has_preprocess = false;  // else the data section's default applies
   size_t samples = 0;           // 0: all
+  // Calibration and ranking only: no path of its own, so it draws from the evaluation
+  // data's samples held out of evaluation (tune/data_split.h).
+  bool from_eval = false;
+
+  // The files the set reads that the config names (their content digests guard a
+  // resumed run; files a format finds by itself are added by the tuner).
+  std::vector<std::string> files() const {
+    std::vector<std::string> f;
+    for (const std::string* p : {&path, &labels})
+      if (!p->empty()) f.push_back(*p);
+    return f;
+  }
 };
 
 struct TuneConfig {
@@ -44,13 +57,26 @@ struct TuneConfig {
   int latency_batch = 1;  // samples per latency measurement
   int latency_warmup = 3;
   int latency_runs = 20;
+  // Lines for the user that do not stop the run ("search.threshold is negative: ...").
+  std::vector<std::string> warnings;
 
-  // The settings as JSON (report.json's "settings").
+  // The settings as a config (config.json, report.json's settings.config): parsing it
+  // gives the same run. Paths are absolute.
   nlohmann::json ToJson() const;
 };
 
 // The objectives a config may name.
 const std::vector<std::string>& ObjectiveNames();
+// The values of search.fallback.
+const std::vector<std::string>& FallbackNames();
+
+// The keys of the settings (ToJson) that may differ when a run is resumed because
+// they do not change its results: "out" (where the run directory is).
+const std::vector<std::string>& SettingsThatMayDiffer();
+// The first difference between the settings a run was made with and those of now,
+// ignoring SettingsThatMayDiffer(): "quantization.extra_options.CalibPercentile:
+// 99.9 in the run, 99.99 now"; nullopt if they agree.
+std::optional<std::string> FirstSettingsDifference(const nlohmann::json& run, const nlohmann::json& now);
 
 // Parses and checks a config. Relative paths become relative to the config's folder.
 Expected<TuneConfig> ParseTuneConfig(const nlohmann::json& json, const std::string& config_path);
@@ -58,5 +84,9 @@ Expected<TuneConfig> LoadTuneConfig(const std::string& path);
 
 // The `quantization` section (ORT's names, as `seqto quantize --config` takes them).
 Expected<quant::QuantOptions> ParseQuantOptionsJson(const nlohmann::json& json, const std::string& where);
+// Its exact inverse: ParseQuantOptionsJson(QuantOptionsToJson(o)) == o for every
+// options the parser can give. Every option is written, defaults included. The one
+// shape of config.json, report.json's settings and `seqto quantize --json`.
+nlohmann::json QuantOptionsToJson(const quant::QuantOptions& options);
 
 }  // namespace seqto::tune

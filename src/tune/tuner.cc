@@ -5,9 +5,15 @@
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <tuple>
 
+#include "core/digest.h"
+#include "core/dir_lock.h"
 #include "core/file_util.h"
+#include "core/json_util.h"
 #include "core/npy.h"
 #include "data/model_feed.h"
 #include "eval/metrics.h"
@@ -18,6 +24,7 @@
 #include "quant/quantize.h"
 #include "quant/rank/ranker.h"
 #include "runners/runner.h"
+#include "tune/data_split.h"
 #include "tune/search.h"
 
 namespace seqto::tune {
@@ -29,11 +36,55 @@ namespace {
 
 Status WriteJson(const fs::path& path, const json& j) { return WriteFileAtomic(path.string(), j.dump(2) + "\n"); }
 
+// A file of the run directory: seqto wrote it, so damage means deleting it is the fix.
 Expected<json> ReadJson(const fs::path& path) {
-  SEQTO_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(path.string()));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) return UserError(path.string() + ": not valid JSON (delete it to recompute)");
+  auto j = ReadJsonFile(path.string());
+  if (!j) return UserError(j.error().message + " (delete it to recompute)");
   return j;
+}
+
+// Every regular file of `path` (itself, or all under a folder), sorted.
+std::vector<std::string> FilesUnder(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code ec2;
+    if (it->is_regular_file(ec2)) files.push_back(it->path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// digests.json: {"sha256": {absolute path: hex}} of the files `paths` name (folders:
+// every file under them).
+Expected<json> ContentDigests(const std::vector<std::string>& paths) {
+  std::set<std::string> files;
+  for (const auto& p : paths)
+    for (const auto& f : FilesUnder(p)) {
+      std::error_code ec;
+      const fs::path abs = fs::absolute(f, ec);
+      files.insert((ec ? fs::path(f) : abs).lexically_normal().string());
+    }
+  const std::vector<std::string> list(files.begin(), files.end());
+  SEQTO_ASSIGN_OR_RETURN(std::vector<std::string> hashes, Sha256Files(list));
+  json sha = json::object();
+  for (size_t i = 0; i < list.size(); ++i) sha[list[i]] = hashes[i];
+  return json{{"sha256", sha}};
+}
+
+// The first file whose content differs between a run's digests and today's.
+std::optional<std::string> DigestDifference(const json& run, const json& now) {
+  const json& a = run.at("sha256");
+  const json& b = now.at("sha256");
+  for (const auto& [file, hash] : a.items()) {
+    if (!b.contains(file)) return file + " was read by the run but is not read now (removed?)";
+    if (b.at(file) != hash) return file + ": its content changed since the run was made (SHA-256 differs)";
+  }
+  for (const auto& [file, hash] : b.items())
+    if (!a.contains(file)) return file + " is new since the run was made";
+  return std::nullopt;
 }
 
 json LatencyJson(const LatencyStats& s) {
@@ -71,23 +122,39 @@ json SearchOrderJson(const std::vector<quant::SearchStep>& steps) {
   return order;
 }
 
+Expected<std::shared_ptr<data::Dataset>> OpenSet(const DataSetConfig& set,
+                                                 const std::vector<ir::ValueInfo>& model_inputs,
+                                                 const std::string& what) {
+  if (model_inputs.empty()) return UserError(what + " data: the model has no inputs to feed");
+  data::DataOptions options;
+  options.labels_path = set.labels;
+  options.preprocess = set.preprocess;
+  options.input_shape = data::TargetFor(model_inputs[0]).shape;
+  auto dataset = data::OpenDataset(set.path, options);
+  if (!dataset) return Status(dataset.error()).WithContext(what + " data");
+  return dataset;
+}
+
 Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs, uint64_t seed,
                             size_t batch_size, const std::string& what) {
-  data::FeedOptions options;
-  options.data.labels_path = set.labels;
-  options.data.preprocess = set.preprocess;
-  options.samples = static_cast<int64_t>(set.samples);
-  options.seed = seed;
-  options.batch = static_cast<int64_t>(batch_size);
-  auto feed = data::OpenModelFeed(set.path, model_inputs, options);
-  if (!feed) return Status(feed.error()).WithContext(what + " data");
+  SEQTO_ASSIGN_OR_RETURN(std::shared_ptr<data::Dataset> dataset, OpenSet(set, model_inputs, what));
+  const auto indices = data::SampleIndices(dataset->size(), static_cast<int64_t>(set.samples), seed);
+  return LoadSamples(dataset, indices, model_inputs, batch_size, what);
+}
+
+Expected<LoadedSet> LoadSamples(const std::shared_ptr<data::Dataset>& dataset, const std::vector<int64_t>& indices,
+                                const std::vector<ir::ValueInfo>& model_inputs, size_t batch_size,
+                                const std::string& what) {
   LoadedSet out;
-  out.description = feed->dataset->description();
-  out.samples = feed->indices.size();
-  if (out.samples == 0) return UserError(what + " data '" + set.path + "': no samples");
+  out.description = dataset->description();
+  out.samples = indices.size();
+  if (out.samples == 0) return UserError(what + " data: no samples");
+  auto iterator =
+      data::BatchIterator::Create(dataset, indices, static_cast<int64_t>(batch_size), data::TargetsFor(model_inputs));
+  if (!iterator) return Status(iterator.error()).WithContext(what + " data");
   data::Batch batch;
   while (true) {
-    auto more = feed->iterator->Next(batch);
+    auto more = (*iterator)->Next(batch);
     if (!more) return Status(more.error()).WithContext(what + " data");
     if (!*more) break;
     out.labels.insert(out.labels.end(), batch.labels.begin(), batch.labels.end());
@@ -163,43 +230,121 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     if (options.progress) options.progress(line);
   };
   const fs::path dir = config.out;
-  std::error_code ec;
   const json settings = config.ToJson();
-  const fs::path config_file = dir / "config.json";
+
+  // Everything the run reads is opened (and hashed) before the run directory is
+  // touched: a missing or bad file is an error that leaves nothing behind.
+  SEQTO_ASSIGN_OR_RETURN(ir::Model float_model, onnxio::LoadModel(config.model));
+  SEQTO_ASSIGN_OR_RETURN(ir::Model prepared, quant::QuantPlan::Prepare(float_model));
+  const std::vector<ir::ValueInfo>& model_inputs = prepared.graph.inputs;
+  if (prepared.graph.outputs.empty()) return UserError(config.model + ": the model has no outputs");
+  const std::string output_name = prepared.graph.outputs[0].name;
+  const quant::QuantOptions& qopts = config.quantization;
+  const bool calibrates = qopts.mode == quant::QuantMode::kStatic;
+
+  // Data: each set opened once; the split fixes which samples each uses, the same on
+  // every run and resume.
+  SEQTO_ASSIGN_OR_RETURN(auto eval_data, OpenSet(config.eval, model_inputs, "evaluation"));
+  auto open_set = [&](const DataSetConfig& set, const std::string& what) -> Expected<std::shared_ptr<data::Dataset>> {
+    if (set.from_eval && set.labels == config.eval.labels &&
+        set.preprocess.ToString() == config.eval.preprocess.ToString())
+      return eval_data;
+    return OpenSet(set, model_inputs, what);
+  };
+  std::shared_ptr<data::Dataset> calib_data, ranking_data;
+  if (calibrates) {
+    SEQTO_ASSIGN_OR_RETURN(calib_data, open_set(config.calibration, "calibration"));
+  }
+  SEQTO_ASSIGN_OR_RETURN(ranking_data, open_set(config.ranking, "ranking"));
+  auto request = [&](const DataSetConfig& set, const std::shared_ptr<data::Dataset>& d) {
+    SetRequest r;
+    if (!d) return r;  // not used (dynamic quantization does not calibrate)
+    r.from_eval = set.from_eval;
+    r.size = d->size();
+    r.samples = set.samples;
+    std::error_code ec;
+    r.same_file_as_eval = !set.from_eval && fs::equivalent(set.path, config.eval.path, ec);
+    return r;
+  };
+  SEQTO_ASSIGN_OR_RETURN(DataSplit split,
+                         SplitData(eval_data->size(), config.eval.samples, request(config.calibration, calib_data),
+                                   request(config.ranking, ranking_data), config.seed));
+
+  // Content digests of the model and every data file, so a resume can tell that a
+  // file changed under the same name.
+  std::vector<std::string> inputs = {config.model};
+  auto add_set = [&](const DataSetConfig& set, const std::shared_ptr<data::Dataset>& d) {
+    if (!d) return;
+    for (const auto& f : set.files()) inputs.push_back(f);
+    // A labels file the format found by itself (MNIST idx: next to the images).
+    std::error_code ec;
+    if (fs::is_regular_file(d->labels_source(), ec)) inputs.push_back(d->labels_source());
+  };
+  add_set(config.eval, eval_data);
+  add_set(config.calibration, calib_data);
+  add_set(config.ranking, ranking_data);
+  SEQTO_ASSIGN_OR_RETURN(const json digests, ContentDigests(inputs));
+
+  // The run directory, locked for the whole run: two processes writing one run would
+  // leave a report that disagrees with its cycles.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return UserError(dir.string() + ": cannot create the run directory: " + ec.message());
+  SEQTO_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir.string(), "tune.lock"));
+  const fs::path config_file = dir / "config.json", digests_file = dir / "digests.json";
   if (fs::exists(config_file)) {
     if (!options.resume)
       return UserError(dir.string() +
                        ": a run directory is already there; pass --resume to continue it or "
                        "choose another --out");
     SEQTO_ASSIGN_OR_RETURN(json previous, ReadJson(config_file));
-    if (previous != settings)
-      return UserError(dir.string() +
-                       ": the run there was made with different settings; resume it with the same "
-                       "config or choose another --out");
+    if (auto diff = FirstSettingsDifference(previous, settings))
+      return UserError(dir.string() + ": the run there was made with other settings (" + *diff +
+                       "); resume it with the same config or choose another --out");
+    if (fs::exists(digests_file)) {
+      SEQTO_ASSIGN_OR_RETURN(json previous_digests, ReadJson(digests_file));
+      if (auto diff = DigestDifference(previous_digests, digests))
+        return UserError(dir.string() + ": cannot resume: " + *diff +
+                         "; the run's results do not hold for it (choose another --out for a new run)");
+    }
   }
-  fs::create_directories(dir / "cycles", ec);
-  fs::create_directories(dir / "candidates", ec);
-  fs::create_directories(dir / "baseline", ec);
+  for (const char* sub : {"cycles", "candidates", "baseline"}) fs::create_directories(dir / sub, ec);
   if (ec) return UserError(dir.string() + ": cannot create the run directory: " + ec.message());
+  SEQTO_RETURN_IF_ERROR(WriteJson(digests_file, digests));
   SEQTO_RETURN_IF_ERROR(WriteJson(config_file, settings));
 
-  // Model, prepared as the quantizer needs it.
-  SEQTO_ASSIGN_OR_RETURN(ir::Model float_model, onnxio::LoadModel(config.model));
-  SEQTO_ASSIGN_OR_RETURN(ir::Model prepared, quant::QuantPlan::Prepare(float_model));
-  const std::vector<ir::ValueInfo>& model_inputs = prepared.graph.inputs;
-  if (prepared.graph.outputs.empty()) return UserError(config.model + ": the model has no outputs");
-  const std::string output_name = prepared.graph.outputs[0].name;
+  // What each set uses: stated once, and recorded in report.json.
+  const std::string split_line = split.Describe(eval_data->size(), config.eval.samples);
+  if (!split_line.empty()) say("data split: " + split_line);
+  json data_json = {{"eval", {{"samples", split.eval.size()}, {"of", eval_data->size()}}},
+                    {"held_out_of_eval", split.held_out}};
+  if (!split_line.empty()) data_json["split"] = split_line;
+  for (auto [name, set, part, d] :
+       {std::tuple{"calibration", &config.calibration, &split.calibration, calib_data.get()},
+        std::tuple{"ranking", &config.ranking, &split.ranking, ranking_data.get()}}) {
+    if (!d) continue;
+    data_json[name] = {{"samples", part->indices.size()},
+                       {"source", part->held_out ? "held out of the evaluation data" : "its own data"},
+                       {"overlap_with_eval", part->overlap}};
+    if (part->overlap > 0) {
+      const std::string line = std::string(name) +
+                               " data overlaps the evaluation data: " + std::to_string(part->overlap) + " of its " +
+                               std::to_string(part->indices.size()) + " samples are also evaluated (" + set->path +
+                               " is the evaluation data; the accuracy loss may look smaller than it is)";
+      if (options.warn) options.warn(line);
+      data_json[name]["warning"] = line;
+    }
+  }
 
   // Data: the same seeded samples for every candidate.
   say("loading data");
   SEQTO_ASSIGN_OR_RETURN(LoadedSet eval,
-                         LoadSet(config.eval, model_inputs, config.seed, config.batch_size, "evaluation"));
+                         LoadSamples(eval_data, split.eval, model_inputs, config.batch_size, "evaluation"));
   const bool has_labels = !eval.labels.empty();
   say("evaluation data: " + std::to_string(eval.samples) + " samples of " + eval.description +
       (has_labels ? " (labelled)" : " (no labels: accuracy loss is top-1 disagreement with the float model)"));
 
   // Calibrate once (and keep the ranges, so a resumed run uses the very same ones).
-  const quant::QuantOptions& qopts = config.quantization;
   quant::TensorRanges ranges;
   const fs::path calib_file = dir / "calibration.json";
   if (qopts.mode == quant::QuantMode::kStatic) {
@@ -209,8 +354,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
         ranges[it.key()] = quant::TensorRange{it.value()[0].get<double>(), it.value()[1].get<double>()};
       say("calibration: " + std::to_string(ranges.size()) + " ranges from " + calib_file.string());
     } else {
-      SEQTO_ASSIGN_OR_RETURN(LoadedSet calib,
-                             LoadSet(config.calibration, model_inputs, config.seed, config.batch_size, "calibration"));
+      SEQTO_ASSIGN_OR_RETURN(LoadedSet calib, LoadSamples(calib_data, split.calibration.indices, model_inputs,
+                                                          config.batch_size, "calibration"));
       SEQTO_ASSIGN_OR_RETURN(auto tensors, quant::QuantPlan::TensorsToCalibrate(prepared, qopts));
       size_t next = 0;
       quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
@@ -246,8 +391,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     order = j.at("rankings").at(config.ranker).get<std::vector<std::string>>();
     groups_json = j.at("groups");
   } else {
-    SEQTO_ASSIGN_OR_RETURN(LoadedSet ranking,
-                           LoadSet(config.ranking, model_inputs, config.seed, config.batch_size, "ranking"));
+    SEQTO_ASSIGN_OR_RETURN(LoadedSet ranking, LoadSamples(ranking_data, split.ranking.indices, model_inputs,
+                                                          config.batch_size, "ranking"));
     quant::BatchList list;
     list.num_batches = ranking.batches.size();
     list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return ranking.batches[i]; };
@@ -346,6 +491,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
                           {"runner", config.runner},
                           {"objectives", config.objectives},
                           {"eval_samples", eval.samples},
+                          {"data", data_json},
                           {"config", settings}};
 
   // report.json and the Pareto picks, from the cycles so far.

@@ -4,7 +4,9 @@
 // by a search strategy, each measured on a runner; keep the Pareto-optimal ones.
 //
 // The run directory holds everything, written atomically as soon as it is known:
-//   config.json            the settings (a resumed run must have the same)
+//   config.json            the settings (a resumed run must have the same, `out` aside)
+//   digests.json           SHA-256 of the model and every data file (a resumed run's must match)
+//   tune.lock              flock'ed while a seqto tune works in the directory
 //   calibration.json       the calibrated ranges (calibrate once, also across resumes)
 //   analysis.json          per-group errors and every ranker's order
 //   baseline.json, baseline/  the float model's metrics and outputs (measured once)
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "data/dataset.h"
 #include "ir/graph.h"
 #include "quant/analysis/analyze.h"
 #include "runtime/session.h"
@@ -39,6 +42,14 @@ struct LoadedSet {
 // `what` names the set in errors ("evaluation data: ...").
 Expected<LoadedSet> LoadSet(const DataSetConfig& set, const std::vector<ir::ValueInfo>& model_inputs, uint64_t seed,
                             size_t batch_size, const std::string& what);
+// The same in two steps: open the data for the model's inputs, then load chosen
+// samples of it (the tuner's split, tune/data_split.h).
+Expected<std::shared_ptr<data::Dataset>> OpenSet(const DataSetConfig& set,
+                                                 const std::vector<ir::ValueInfo>& model_inputs,
+                                                 const std::string& what);
+Expected<LoadedSet> LoadSamples(const std::shared_ptr<data::Dataset>& dataset, const std::vector<int64_t>& indices,
+                                const std::vector<ir::ValueInfo>& model_inputs, size_t batch_size,
+                                const std::string& what);
 
 // The analysis as JSON, in the one shape `seqto analyze --json`, the tuner's
 // analysis.json and its report share: per-group metrics (name, nodes, op_type,
@@ -51,6 +62,9 @@ struct TuneOptions {
   bool resume = false;
   // Progress lines ("calibrating: 3/16 batches", "cycle 4: ..."); empty: silent.
   std::function<void(const std::string&)> progress;
+  // Warnings (shown even when progress is not): e.g. calibration data that overlaps
+  // the evaluation data.
+  std::function<void(const std::string&)> warn;
 };
 
 struct TuneResult {

@@ -1,11 +1,21 @@
 // The tuner's pure parts: search strategies on synthetic loss curves, and the config
 // parser's checks.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "core/digest.h"
+#include "core/dir_lock.h"
+#include "core/json_util.h"
+#include "quant/rank/ranker.h"
+#include "runners/runner.h"
 #include "tune/config.h"
+#include "tune/data_split.h"
 #include "tune/search.h"
 
 namespace seqto::tune {
@@ -169,7 +179,7 @@ TEST(TuneConfig, ErrorsNameTheKey) {
       {[](json& j) {
          j["objectives"] = {"accuracy_loss", "speed"};
        },
-       "objectives: unknown objective 'speed'"},
+       "objectives[1]: unknown value 'speed'"},
       {[](json& j) { j["data"]["preprocess"] = "resize=abc"; }, "data.preprocess"},
       {[](json& j) { j.erase("model"); }, "model: required"},
       {[](json& j) { j["data"].erase("eval"); }, "data.eval: required"},
@@ -199,6 +209,358 @@ TEST(TuneConfig, QuantizationSectionUsesOrtNames) {
   EXPECT_EQ(q.calibration, quant::CalibrationMethod::kEntropy);
   EXPECT_TRUE(q.activation_symmetric);
   EXPECT_TRUE(q.calibration_options.moving_average);
+}
+
+// ------------------------------------------------------------------ enumerated values
+
+// A bad value of each enumerated key is an error naming the key and the values the
+// registry behind it knows.
+TEST(TuneConfig, EveryEnumeratedValueIsCheckedAgainstItsRegistry) {
+  std::vector<std::string> rankers;
+  for (const auto& r : quant::Rankers()) rankers.push_back(r.name);
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string key;
+    std::vector<std::string> known;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j["ranker"] = "bogus"; }, "ranker", rankers},
+      {[](json& j) { j["search"]["strategy"] = "bogus"; }, "search.strategy", SearchStrategyNames()},
+      {[](json& j) { j["search"]["fallback"] = "bogus"; }, "search.fallback", FallbackNames()},
+      {[](json& j) { j["runner"] = "bogus"; }, "runner", runners::RunnerNames()},
+      {[](json& j) {
+         j["objectives"] = {"size_bytes", "bogus"};
+       },
+       "objectives[1]", ObjectiveNames()},
+      {[](json& j) { j["quantization"]["calibrate_method"] = "bogus"; },
+       "quantization.calibrate_method",
+       {"minmax", "entropy", "percentile", "distribution", "mse"}},
+      {[](json& j) { j["quantization"]["activation_type"] = "bogus"; },
+       "quantization.activation_type",
+       {"uint8", "int8", "uint16", "int16"}},
+      {[](json& j) { j["quantization"]["weight_type"] = "bogus"; },
+       "quantization.weight_type",
+       {"uint8", "int8", "uint16", "int16"}},
+      {[](json& j) {
+         j["quantization"]["extra_options"]["TensorQuantOverrides"]["w"] = {{{"quant_type", "bogus"}}};
+       },
+       "quantization.extra_options.TensorQuantOverrides.w.quant_type",
+       {"uint8", "int8"}},
+      {[](json& j) { j["quantization"]["mode"] = "bogus"; }, "quantization.mode", {"static", "dynamic"}},
+  };
+  for (const auto& c : cases) {
+    json j = MinimalConfig();
+    c.edit(j);
+    auto parsed = ParseTuneConfig(j, "tune.json");
+    ASSERT_FALSE(parsed.ok()) << c.key;
+    const std::string& m = parsed.error().message;
+    EXPECT_EQ(m.rfind(c.key + ": ", 0), 0u) << m;
+    EXPECT_NE(m.find("'bogus'"), std::string::npos) << m;
+    for (const auto& k : c.known) EXPECT_NE(m.find(k), std::string::npos) << m << "\nshould list " << k;
+  }
+  // Every registered name is accepted.
+  for (const auto& r : rankers) {
+    json j = MinimalConfig();
+    j["ranker"] = r;
+    EXPECT_TRUE(ParseTuneConfig(j, "").ok()) << r;
+  }
+}
+
+TEST(TuneConfig, DataSetMayBeAPathOrAnObject) {
+  json j = MinimalConfig();
+  j["data"]["eval"] = 42;
+  auto parsed = ParseTuneConfig(j, "");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message, "data.eval: expected a path string or an object");
+  j["data"]["eval"] = "d.npy";
+  EXPECT_TRUE(ParseTuneConfig(j, "").ok());
+}
+
+TEST(TuneConfig, NegativeThresholdIsAcceptedWithAWarning) {
+  json j = MinimalConfig();
+  EXPECT_TRUE(ParseTuneConfig(j, "")->warnings.empty());
+  j["search"]["threshold"] = -0.5;
+  auto c = ParseTuneConfig(j, "");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->threshold, -0.5);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("search.threshold is negative"), std::string::npos) << c->warnings[0];
+  EXPECT_NE(c->warnings[0].find("more accurate than the float model"), std::string::npos) << c->warnings[0];
+}
+
+TEST(TuneConfig, OverrideZeroPointMustFitItsType) {
+  json j = MinimalConfig();
+  j["quantization"]["extra_options"]["TensorQuantOverrides"]["x"] = {
+      {{"quant_type", "uint8"}, {"scale", 0.1}, {"zero_point", 999}}};
+  auto parsed = ParseTuneConfig(j, "");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().message,
+            "quantization.extra_options.TensorQuantOverrides.x.zero_point: 999 is outside the range of uint8 [0, 255]");
+  j["quantization"]["extra_options"]["TensorQuantOverrides"]["x"][0]["zero_point"] = 255;
+  EXPECT_TRUE(ParseTuneConfig(j, "").ok());
+  j["quantization"]["extra_options"]["TensorQuantOverrides"]["x"][0]["scale"] = 0;
+  parsed = ParseTuneConfig(j, "");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().message.find("TensorQuantOverrides.x.scale"), std::string::npos) << parsed.error().message;
+}
+
+// ------------------------------------------------------------------ one serializer
+
+// Options with every field away from its default.
+quant::QuantOptions EveryOption() {
+  quant::QuantOptions o;
+  o.mode = quant::QuantMode::kStatic;
+  o.per_channel = true;
+  o.reduce_range = true;
+  o.activation_type = quant::QuantType::kInt16;
+  o.weight_type = quant::QuantType::kUInt16;
+  o.op_types_to_quantize = {"Conv", "MatMul"};
+  o.nodes_to_quantize = {"conv*", "fc,1"};  // a comma inside a name survives as a list element
+  o.nodes_to_exclude = {"conv1"};
+  o.activation_symmetric = true;
+  o.weight_symmetric = false;
+  o.quantize_bias = false;
+  o.power_of_two = true;
+  o.calibration = quant::CalibrationMethod::kPercentile;
+  o.calibration_options.moving_average = true;
+  o.calibration_options.averaging_constant = 0.125;
+  o.calibration_options.percentile = 99.99;
+  o.calibration_options.percentile_num_bins = 4096;
+  quant::TensorOverride full;
+  full.quant_type = quant::QuantType::kInt8;
+  full.scale = 0.0123f;
+  full.zero_point = -3;
+  full.axis = 1;
+  full.symmetric = true;
+  full.reduce_range = false;
+  full.rmin = -1.5;
+  full.rmax = 2.25;
+  o.tensor_overrides["w1"] = full;
+  quant::TensorOverride partial;
+  partial.rmax = 6.0;
+  o.tensor_overrides["act"] = partial;
+  o.tensor_overrides["empty"] = quant::TensorOverride();
+  quant::SyncCalibrationOptions(o);
+  return o;
+}
+
+TEST(TuneConfig, QuantOptionsSerializerIsTheParsersInverse) {
+  std::vector<quant::QuantOptions> all = {quant::QuantOptions(), EveryOption()};
+  quant::SyncCalibrationOptions(all[0]);
+  quant::QuantOptions dynamic = EveryOption();
+  dynamic.mode = quant::QuantMode::kDynamic;
+  dynamic.weight_symmetric.reset();
+  dynamic.calibration = quant::CalibrationMethod::kMse;
+  quant::SyncCalibrationOptions(dynamic);
+  all.push_back(dynamic);
+  for (const auto& o : all) {
+    const json j = QuantOptionsToJson(o);
+    auto parsed = ParseQuantOptionsJson(j, "quantization");
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message << "\n" << j.dump(1);
+    EXPECT_TRUE(*parsed == o) << j.dump(1);
+    EXPECT_EQ(QuantOptionsToJson(*parsed), j);
+    // Through text too (numbers keep every bit).
+    auto reparsed = ParseQuantOptionsJson(json::parse(j.dump()), "quantization");
+    ASSERT_TRUE(reparsed.ok());
+    EXPECT_TRUE(*reparsed == o);
+  }
+  // Every option is written, defaults included.
+  const json j = QuantOptionsToJson(quant::QuantOptions());
+  for (const char* key : {"CalibPercentile", "CalibNumBins", "CalibMovingAverageConstant", "TensorQuantOverrides"})
+    EXPECT_TRUE(j["extra_options"].contains(key)) << key;
+}
+
+// The resume check names the first setting that differs, for every setting that
+// changes results, and lets `out` differ.
+TEST(TuneConfig, ResumeCheckNamesEachChangedSetting) {
+  json base = MinimalConfig();
+  base["quantization"] = QuantOptionsToJson(EveryOption());
+  auto parsed = ParseTuneConfig(base, "/cfg/tune.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const json run = parsed->ToJson();
+  // config.json is itself a config that gives the same settings.
+  auto again = ParseTuneConfig(run, "");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->ToJson(), run);
+
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](json& j) { j["model"] = "other.onnx"; }, "model: "},
+      {[](json& j) { j["data"]["eval"]["samples"] = 11; }, "data.eval.samples: 10 in the run, 11 now"},
+      {[](json& j) {
+         j["data"]["calibration"] = {{"path", "c.npy"}};
+       },
+       "data.calibration.path: not set in the run"},
+      {[](json& j) { j["data"]["ranking"]["samples"] = 5; }, "data.ranking.samples: 256 in the run, 5 now"},
+      {[](json& j) { j["data"]["seed"] = 3; }, "data.seed: 0 in the run, 3 now"},
+      {[](json& j) { j["data"]["batch_size"] = 3; }, "data.batch_size"},
+      {[](json& j) { j["data"]["preprocess"] = "scale=0.5"; }, "data.calibration.preprocess: not set in the run"},
+      {[](json& j) { j["quantization"]["mode"] = "dynamic"; }, "quantization.mode"},
+      {[](json& j) { j["quantization"]["per_channel"] = false; },
+       "quantization.per_channel: true in the run, false now"},
+      {[](json& j) { j["quantization"]["reduce_range"] = false; }, "quantization.reduce_range"},
+      {[](json& j) { j["quantization"]["activation_type"] = "uint8"; }, "quantization.activation_type"},
+      {[](json& j) { j["quantization"]["weight_type"] = "int8"; }, "quantization.weight_type"},
+      {[](json& j) { j["quantization"]["calibrate_method"] = "minmax"; }, "quantization.calibrate_method"},
+      {[](json& j) { j["quantization"]["op_types_to_quantize"] = {"Conv"}; }, "quantization.op_types_to_quantize"},
+      {[](json& j) { j["quantization"]["nodes_to_quantize"] = json::array(); }, "quantization.nodes_to_quantize"},
+      {[](json& j) { j["quantization"]["nodes_to_exclude"] = {"conv2"}; }, "quantization.nodes_to_exclude[0]"},
+      {[](json& j) { j["quantization"]["power_of_two"] = false; }, "quantization.power_of_two"},
+      {[](json& j) { j["quantization"]["extra_options"]["ActivationSymmetric"] = false; },
+       "quantization.extra_options.ActivationSymmetric"},
+      {[](json& j) { j["quantization"]["extra_options"].erase("WeightSymmetric"); },
+       "quantization.extra_options.WeightSymmetric: false in the run, not set now"},
+      {[](json& j) { j["quantization"]["extra_options"]["QuantizeBias"] = true; },
+       "quantization.extra_options.QuantizeBias"},
+      {[](json& j) { j["quantization"]["extra_options"]["CalibMovingAverage"] = false; },
+       "quantization.extra_options.CalibMovingAverage"},
+      {[](json& j) { j["quantization"]["extra_options"]["CalibMovingAverageConstant"] = 0.5; },
+       "quantization.extra_options.CalibMovingAverageConstant: 0.125 in the run, 0.5 now"},
+      {[](json& j) { j["quantization"]["extra_options"]["CalibPercentile"] = 99.9; },
+       "quantization.extra_options.CalibPercentile: 99.99 in the run, 99.9 now"},
+      {[](json& j) { j["quantization"]["extra_options"]["CalibNumBins"] = 2048; },
+       "quantization.extra_options.CalibNumBins: 4096 in the run, 2048 now"},
+      {[](json& j) {
+         j["quantization"]["extra_options"]["TensorQuantOverrides"]["w1"] = {{{"zero_point", -4}}};
+       },
+       "quantization.extra_options.TensorQuantOverrides.w1[0].axis"},
+      {[](json& j) { j["quantization"]["extra_options"]["TensorQuantOverrides"]["act"][0]["rmax"] = 6.5; },
+       "quantization.extra_options.TensorQuantOverrides.act[0].rmax: 6.0 in the run, 6.5 now"},
+      {[](json& j) { j["quantization"]["extra_options"]["TensorQuantOverrides"]["new"] = json::object(); },
+       "quantization.extra_options.TensorQuantOverrides.new: not set in the run"},
+      {[](json& j) { j["ranker"] = "weights"; }, "ranker: \"damage\" in the run, \"weights\" now"},
+      {[](json& j) { j["worst_samples"] = 4; }, "worst_samples"},
+      {[](json& j) { j["search"]["strategy"] = "front"; }, "search.strategy"},
+      {[](json& j) { j["search"]["threshold"] = 0.5; }, "search.threshold"},
+      {[](json& j) { j["search"]["max_candidates"] = 3; }, "search.max_candidates"},
+      {[](json& j) { j["search"]["fallback"] = "int16"; }, "search.fallback"},
+      {[](json& j) { j["objectives"] = {"accuracy_loss"}; }, "objectives: "},
+      {[](json& j) { j["runner"] = "ort"; }, "runner"},
+      {[](json& j) { j["threads"] = 2; }, "threads"},
+      {[](json& j) { j["latency"]["runs"] = 5; }, "latency.runs"},
+      {[](json& j) { j["latency"]["warmup"] = 5; }, "latency.warmup"},
+      {[](json& j) { j["latency"]["batch"] = 5; }, "latency.batch"},
+  };
+  for (const auto& c : cases) {
+    json j = base;
+    c.edit(j);
+    auto now = ParseTuneConfig(j, "/cfg/tune.json");
+    ASSERT_TRUE(now.ok()) << c.expected << ": " << now.error().message;
+    auto diff = FirstSettingsDifference(run, now->ToJson());
+    ASSERT_TRUE(diff.has_value()) << c.expected;
+    EXPECT_EQ(diff->rfind(c.expected, 0), 0u) << "difference: " << *diff << "\nexpected: " << c.expected;
+  }
+  // Where the run directory is does not change results.
+  json moved = base;
+  moved["out"] = "/elsewhere/run";
+  EXPECT_FALSE(FirstSettingsDifference(run, ParseTuneConfig(moved, "/cfg/tune.json")->ToJson()).has_value());
+}
+
+// ------------------------------------------------------------------ data split
+
+TEST(TuneDataSplit, DefaultSetsAreHeldOutOfEvaluation) {
+  SetRequest cal{.from_eval = true, .samples = 64}, rank{.from_eval = true, .samples = 32};
+  // Evaluation asks for all samples: the held-out ones are taken from it.
+  auto all = SplitData(1000, 0, cal, rank, 7);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->held_out, 64u);
+  EXPECT_EQ(all->eval.size(), 936u);
+  EXPECT_EQ(all->calibration.indices.size(), 64u);
+  EXPECT_EQ(all->ranking.indices.size(), 32u);
+  // Evaluation asks for a subset: it keeps its size, from the other samples.
+  auto some = SplitData(1000, 200, cal, rank, 7);
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(some->eval.size(), 200u);
+  for (const auto* split : {&*all, &*some}) {
+    const std::set<int64_t> eval(split->eval.begin(), split->eval.end());
+    for (const auto* part : {&split->calibration, &split->ranking}) {
+      EXPECT_TRUE(part->held_out);
+      EXPECT_EQ(part->overlap, 0u);
+      for (int64_t i : part->indices) EXPECT_FALSE(eval.count(i)) << "sample " << i << " is in both";
+    }
+    EXPECT_NE(split->Describe(1000, 0).find("held out"), std::string::npos);
+  }
+  // The same request gives the same split; another seed another one.
+  EXPECT_EQ(SplitData(1000, 200, cal, rank, 7)->calibration.indices, some->calibration.indices);
+  EXPECT_NE(SplitData(1000, 200, cal, rank, 8)->calibration.indices, some->calibration.indices);
+  // At most half the data is held out.
+  auto small = SplitData(10, 0, SetRequest{.from_eval = true, .samples = 256}, rank, 0);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->held_out, 5u);
+  EXPECT_EQ(small->eval.size(), 5u);
+  EXPECT_FALSE(SplitData(1, 0, cal, rank, 0).ok());
+}
+
+TEST(TuneDataSplit, ExplicitSetsAreSampledAsGivenAndOverlapIsCounted) {
+  SetRequest own{.from_eval = false, .size = 500, .samples = 50, .same_file_as_eval = false};
+  SetRequest same = own;
+  same.same_file_as_eval = true;
+  same.size = 100;
+  same.samples = 0;  // all of it: every evaluation sample is in it
+  auto split = SplitData(100, 40, own, same, 3);
+  ASSERT_TRUE(split.ok());
+  EXPECT_EQ(split->held_out, 0u);
+  EXPECT_EQ(split->eval.size(), 40u);
+  EXPECT_EQ(split->calibration.indices.size(), 50u);
+  EXPECT_EQ(split->calibration.overlap, 0u);  // another file: never counted
+  EXPECT_EQ(split->ranking.overlap, 40u);
+  EXPECT_TRUE(split->Describe(100, 40).empty());
+}
+
+// ------------------------------------------------------------------ files
+
+TEST(TuneFiles, JsonNumbersOutOfRangeAreUserErrorsWithThePlace) {
+  auto j = ParseJson("{\n  \"search\": {\"threshold\": 1e999}\n}\n", "tune.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().kind, ErrorKind::kUser);
+  const std::string& m = j.error().message;
+  EXPECT_EQ(m.rfind("tune.json: line 2, ", 0), 0u) << m;
+  EXPECT_NE(m.find("(search.threshold)"), std::string::npos) << m;
+  EXPECT_NE(m.find("1e999"), std::string::npos) << m;
+  auto a = ParseJson("[1, 2, -1e400]", "x.json");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("([2])"), std::string::npos) << a.error().message;
+  auto syntax = ParseJson("{\"a\": }", "y.json");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_EQ(syntax.error().message.rfind("y.json: invalid JSON: parse error at line 1, column 7", 0), 0u)
+      << syntax.error().message;
+  EXPECT_TRUE(ParseJson("{\"a\": [1e300]}", "z.json").ok());
+}
+
+TEST(TuneFiles, Sha256OfKnownContent) {
+  const auto dir = std::filesystem::temp_directory_path() / ("seqto_sha_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "abc") << "abc";
+  std::ofstream(dir / "empty");
+  auto h = Sha256Files({(dir / "abc").string(), (dir / "empty").string()});
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_EQ((*h)[0], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ((*h)[1], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  auto missing = Sha256File((dir / "nope").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("nope"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TuneFiles, DirLockIsExclusive) {
+  const auto dir = std::filesystem::temp_directory_path() / ("seqto_lock_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    auto first = DirLock::Acquire(dir.string(), "tune.lock");
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    // flock locks belong to the open file: a second open conflicts even in one process.
+    auto second = DirLock::Acquire(dir.string(), "tune.lock");
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(
+        second.error().message.find("another process is using this directory (pid " + std::to_string(::getpid()) + ")"),
+        std::string::npos)
+        << second.error().message;
+  }
+  EXPECT_TRUE(DirLock::Acquire(dir.string(), "tune.lock").ok());  // released with the first
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ struct CalibrationOptions {
   // the one the quantized model will have.
   int mse_num_levels = 256;
   bool mse_symmetric = false;
+  bool operator==(const CalibrationOptions&) const = default;
 };
 
 // The real range of one tensor, as a calibration method chose it.

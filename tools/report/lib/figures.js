@@ -37,10 +37,16 @@ function findRsvgConvert() {
   return null;
 }
 
+// A failed write (disk full) leaves neither a partial file nor its temporary.
 function writeAtomic(file, data) {
   const tmp = file + '.tmp';
-  fs.writeFileSync(tmp, data);
-  fs.renameSync(tmp, file);
+  try {
+    fs.writeFileSync(tmp, data);
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    try { fs.unlinkSync(tmp); } catch (e2) { /* nothing written */ }
+    throw e;
+  }
 }
 
 // Writes DIR/<name>.svg and DIR/<name>.png for each {name, option}. Returns the files
