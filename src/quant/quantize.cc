@@ -64,6 +64,16 @@ Status ValidateOptions(const ir::Model& model, const QuantOptions& o) {
       if (ov.scale.has_value() != ov.zero_point.has_value())
         return UserError(what + ": give both scale and zero_point, or neither");
       if (ov.rmin && ov.rmax && *ov.rmin > *ov.rmax) return UserError(what + ": rmin > rmax");
+      // The zero point must fit the tensor's type. Known here for an activation (and
+      // any tensor with quant_type); an initializer may become a weight or an
+      // activation, so the plan checks it against the type it gets.
+      if (ov.zero_point && (ov.quant_type || !model.graph.initializers.count(name))) {
+        const QuantType type = ov.quant_type ? *ov.quant_type : o.activation_type;
+        const QRange r = GetQRange(type, /*symmetric=*/false, /*reduce_range=*/false);
+        if (*ov.zero_point < r.qmin || *ov.zero_point > r.qmax)
+          return UserError(what + ": zero_point " + std::to_string(*ov.zero_point) + " is outside the range of " +
+                           QuantTypeName(type) + " [" + std::to_string(r.qmin) + ", " + std::to_string(r.qmax) + "]");
+      }
     }
   }
   return Status::Ok();
