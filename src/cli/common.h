@@ -11,7 +11,7 @@ class App;
 
 namespace seqto::cli {
 
-// Exit codes (DESIGN.md section 6).
+// Exit codes (docs/design.md, Stable interfaces).
 constexpr int kExitOk = 0;
 constexpr int kExitUserError = 1;
 constexpr int kExitInternalError = 2;

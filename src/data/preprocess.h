@@ -1,4 +1,4 @@
-// Preprocessing of input samples, from the `--preprocess` spec of DESIGN.md section 6
+// Preprocessing of input samples, from the `--preprocess` spec (README.md, Commands)
 // or the same keys in a config file. Both parsers produce the same PreprocessSpec.
 //
 // Image pipeline, in this order (what torchvision's Resize / CenterCrop / ToTensor /

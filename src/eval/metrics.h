@@ -59,7 +59,7 @@ class AccuracyAccumulator {
 
 // ---------------------------------------------------------------- SQNR
 
-// SQNR as DESIGN.md section 4 defines it, in dB (higher = better):
+// SQNR as docs/design.md (Error metrics and rankers) defines it, in dB (higher = better):
 //   20 * log10( max(||x||2, eps) / max(||x - y||2, eps) ),  eps = DBL_EPSILON
 // x is the reference (signal), y the approximation. Identical inputs give a large
 // but finite value (20*log10(||x||/eps), about 313 dB for ||x|| = 1); two all-zero

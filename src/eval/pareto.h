@@ -1,4 +1,4 @@
-// Pareto selection of candidates (DESIGN.md section 4): every objective is
+// Pareto selection of candidates (docs/design.md, Pareto ranking): every objective is
 // minimized (the caller negates what should be maximized, e.g. passes accuracy
 // loss, not accuracy). Candidate i is objectives[i]; all vectors have the same
 // length (>= 1) and finite values.

@@ -1,5 +1,6 @@
 // The op registry: which ops seqto can run, and how to build their kernels.
-// Adding an op = one file under ops/<family>/ plus one line in all_ops.cc.
+// Adding an op = one file under ops/<family>/ plus one line X(<Op>) in that
+// family's ops.inc (all_ops.cc includes every ops.inc).
 #pragma once
 
 #include <map>

@@ -1,7 +1,7 @@
 // The quantization plan: a float model, quantized fully once (static: with calibrated
 // ranges; dynamic: weights only), divided into quantization groups. A candidate is the
 // plan with some groups excluded: an edit of the full quantization, never a new
-// calibration (DESIGN.md section 2). Options carry ONNX Runtime's names.
+// calibration (docs/design.md, Pipeline). Options carry ONNX Runtime's names.
 #pragma once
 
 #include <map>
@@ -68,7 +68,7 @@ struct QuantOptions {
 // method optimizes for the activation type's grid). Call after changing options.
 void SyncCalibrationOptions(QuantOptions& options);
 
-// A quantization group: one quantized node and the Q/DQ it owns (DESIGN.md section 2).
+// A quantization group: one quantized node and the Q/DQ it owns (docs/design.md, Pipeline).
 struct QuantGroup {
   std::string name;  // the quantized node's name
   std::string op_type;

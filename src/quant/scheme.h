@@ -1,6 +1,7 @@
 // Quantization scheme: integer ranges, scale/zero-point math, and quantizing /
 // dequantizing tensors, exactly as ONNX Runtime's quantization tool computes them
-// (DESIGN.md section 4). Everything else in quant/ builds on these functions.
+// (docs/design.md, Quantization semantics). Everything else in quant/ builds on
+// these functions.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ Expected<QuantType> ParseQuantType(const std::string& name);
 DType StorageDType(QuantType t);
 bool IsSigned(QuantType t);
 
-// (qmin, qmax) for a type; reduce_range wins over symmetric (DESIGN.md table).
+// (qmin, qmax) for a type; reduce_range wins over symmetric (docs/design.md, Integer ranges).
 struct QRange {
   int64_t qmin = 0, qmax = 0;
 };
@@ -49,10 +50,10 @@ struct RangeOptions {
   bool power_of_two = false;  // scale = 2^e (ESP-DL style), rounded up so the range fits
 };
 
-// Scale/zero point for the real range [rmin, rmax] (computed in double, DESIGN.md
-// section 4). `what` starts every error message ("tensor 'x'"). NaN/Inf bounds, or
-// rmin > rmax, are a user error. power_of_two needs int8/int16 and is always
-// symmetric (zero point 0).
+// Scale/zero point for the real range [rmin, rmax] (computed in double;
+// docs/design.md, Scale and zero point). `what` starts every error message
+// ("tensor 'x'"). NaN/Inf bounds, or rmin > rmax, are a user error. power_of_two
+// needs int8/int16 and is always symmetric (zero point 0).
 struct ScaleZeroPoint {
   float scale = 1.0f;
   int64_t zero_point = 0;

@@ -1,4 +1,4 @@
-// The tuner, `seqto tune`'s engine (DESIGN.md sections 1 and 2): load and prepare
+// The tuner, `seqto tune`'s engine (docs/design.md, Pipeline): load and prepare
 // the model, calibrate once, quantize fully, analyze and rank the groups, then
 // evaluate candidates (the full quantization minus the first k ranked groups) chosen
 // by a search strategy, each measured on a runner; keep the Pareto-optimal ones.
@@ -12,7 +12,7 @@
 //   baseline.json, baseline/  the float model's metrics and outputs (measured once)
 //   cycles/cycle_K.json    one finished candidate (K = groups excluded)
 //   candidates/cycle_K.onnx  its model
-//   report.json            DESIGN.md section 6; rewritten after every candidate
+//   report.json            docs/report-format.md; rewritten after every candidate
 //   top1.onnx .. top3.onnx, best.onnx   the Pareto picks so far
 // A run killed at any moment and started again with resume loses no finished
 // candidate and ends with the same report.

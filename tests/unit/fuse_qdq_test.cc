@@ -56,7 +56,7 @@ struct QP {
 int32_t QMin(DType t) { return t == DType::kUInt8 ? 0 : -128; }
 int32_t QMax(DType t) { return t == DType::kUInt8 ? 255 : 127; }
 
-// ONNX Runtime's asymmetric parameters for the real range [lo, hi] (DESIGN.md section 4).
+// ONNX Runtime's asymmetric parameters for the real range [lo, hi] (docs/design.md, Scale and zero point).
 QP Asymmetric(double lo, double hi, DType type) {
   lo = std::min(lo, 0.0);
   hi = std::max(hi, 0.0);

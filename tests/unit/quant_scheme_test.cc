@@ -1,6 +1,6 @@
 // Quantization scheme: integer ranges, scale/zero point, (de)quantization and bias
 // quantization against hand-computed values (the arithmetic is in the comments), with
-// ONNX Runtime's semantics (DESIGN.md section 4).
+// ONNX Runtime's semantics (docs/design.md, Quantization semantics).
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -1,6 +1,6 @@
 // Helpers shared by the quantization ops (ops/quant): integer ranges, reading
 // scales and zero points, per-axis and per-row/column parameters, and the rounding
-// that ONNX Runtime uses (DESIGN.md section 4):
+// that ONNX Runtime uses (docs/design.md, Quantization semantics):
 //   quantize:   q = clamp(round(x / scale) + zp, qmin, qmax)
 //   requantize: q = clamp(round(float(acc) * multiplier) + zp, qmin, qmax),
 //               multiplier = in_scale * w_scale / out_scale in float

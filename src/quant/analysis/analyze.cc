@@ -123,7 +123,7 @@ Expected<double> WeightSqnr(const QuantGroup& group, const ir::Graph& float_grap
       auto fw = float_graph.initializers.find(w);
       if (!q || !scale || fw == float_graph.initializers.end()) continue;
       // A bias (int32, scale s_x * s_w) is quantized almost losslessly; weight SQNR is
-      // about the weight itself (DESIGN.md section 4).
+      // about the weight itself (docs/design.md, Error metrics and rankers).
       if (q->dtype() == DType::kInt32) continue;
       SEQTO_ASSIGN_OR_RETURN(const int64_t axis, dq.attr_int("axis", 1));
       auto deq = Dequantize(*q, *scale, zp, axis);

@@ -1,4 +1,4 @@
-// Layer error analysis (DESIGN.md sections 2 and 4): for every quantization group of
+// Layer error analysis (docs/design.md, Error metrics and rankers): for every quantization group of
 // a plan, how much quantization hurts it.
 //   - weight SQNR: float weight against its dequantized weight;
 //   - qdq SQNR: a quantized activation before Q against after DQ, in the QDQ model;

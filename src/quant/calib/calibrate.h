@@ -1,7 +1,7 @@
 // Calibration: one float pass over the calibration data collects, for every tensor
 // that static quantization needs, the statistics of every method (min/max, moving
 // average min/max, an adaptive histogram). Ranges for any method are then computed
-// from those statistics without running the model again (DESIGN.md section 2:
+// from those statistics without running the model again (docs/design.md, Pipeline:
 // calibrate once). Memory is bounded: histograms, never stored activations.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The order the published SeQTO uses: its combined score (0.5 * normalized xmodel
 // SQNR + 0.5 * normalized qdq SQNR) sorted descending. SQNR is quality, so this
-// excludes the *least* damaged groups first (DESIGN.md section 4); kept to reproduce
+// excludes the *least* damaged groups first (docs/design.md, Error metrics and rankers); kept to reproduce
 // the paper, not as a good choice.
 #include "quant/rank/ranker.h"
 

@@ -1,4 +1,4 @@
-// STM32's static order (reference/stm32-onnx-quantizer-modes.md): total weights
+// STM32's static order (docs/design.md, Error metrics and rankers): total weights
 // descending, then weights per output channel ascending, then execution order
 // descending. Needs no data. Groups without weights come last.
 #include <algorithm>
