@@ -1,4 +1,4 @@
-// seqto conformance DIR [--manifest F] [--write-manifest F] [--filter S] [--verbose]:
+// seqto conformance DIR [--manifest F] [--strict] [--write-manifest F] [--filter S] [--verbose]:
 // runs ONNX backend tests (model.onnx + test_data_set_*/{input,output}_*.pb) and
 // ends with "conformance: N passed, M failed, K skipped".
 #include <CLI/CLI.hpp>
@@ -175,8 +175,12 @@ Expected<std::map<std::string, ManifestEntry>> ReadManifest(const std::string& p
   return entries;
 }
 
+// A test listed "pass" must pass: failing, or being skipped for any reason (op not
+// registered, no test data), is a failure naming it. A test listed "skip" still runs,
+// so a manifest that lags (a skipped test that now passes, or a test it does not list)
+// is reported; with `strict` that is a failure too.
 int RunConformance(const std::string& dir, const std::string& manifest_path, const std::string& write_manifest,
-                   const std::string& filter, bool verbose) {
+                   const std::string& filter, bool verbose, bool strict) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return ReportError("conformance", UserError(dir + ": not a directory"));
   std::vector<TestCase> tests = FindTests(dir);
@@ -189,31 +193,51 @@ int RunConformance(const std::string& dir, const std::string& manifest_path, con
   int passed = 0, failed = 0, skipped = 0;
   std::ostringstream new_manifest;
   std::map<std::string, bool> seen;
+  std::vector<std::string> lagging;  // "id: what the manifest should say"
   for (const auto& test : tests) {
     if (!filter.empty() && test.id.find(filter) == std::string::npos) continue;
     seen[test.id] = true;
-    Result r;
     const auto it = manifest.find(test.id);
-    if (!manifest_path.empty() && it == manifest.end()) continue;  // only what the manifest lists
-    if (it != manifest.end() && !it->second.expect_pass)
-      r = {Outcome::kSkip, it->second.reason};
+    const Result r = RunTest(test);
+    // The written manifest keeps a listed skip's reviewed reason while it still holds.
+    if (r.outcome == Outcome::kPass)
+      new_manifest << test.id << " pass\n";
+    else if (it != manifest.end() && !it->second.expect_pass)
+      new_manifest << test.id << " skip " << it->second.reason << "\n";
     else
-      r = RunTest(test);
+      new_manifest << test.id << " skip " << (r.outcome == Outcome::kFail ? "FAILS: " : "") << r.reason << "\n";
+    if (!manifest_path.empty() && it == manifest.end()) {
+      // Not listed: not counted, but the manifest lags behind the test data.
+      lagging.push_back(test.id + ": not in the manifest (" +
+                        (r.outcome == Outcome::kPass ? std::string("passes") : "skipped: " + r.reason) + ")");
+      continue;
+    }
+    if (it != manifest.end() && !it->second.expect_pass) {
+      // Listed "skip": a pass means the manifest lags; anything else stays a skip.
+      if (r.outcome == Outcome::kPass)
+        lagging.push_back(test.id + ": listed skip (" + it->second.reason + ") but passes");
+      ++skipped;
+      if (verbose) std::cout << "SKIP " << test.id << ": " << it->second.reason << "\n";
+      continue;
+    }
+    const bool listed_pass = it != manifest.end();
     switch (r.outcome) {
       case Outcome::kPass:
         ++passed;
         if (verbose) std::cout << "PASS " << test.id << "\n";
-        new_manifest << test.id << " pass\n";
         break;
       case Outcome::kFail:
         ++failed;
         std::cout << "FAIL " << test.id << ": " << r.reason << "\n";
-        new_manifest << test.id << " skip FAILS: " << r.reason << "\n";
         break;
       case Outcome::kSkip:
-        ++skipped;
-        if (verbose) std::cout << "SKIP " << test.id << ": " << r.reason << "\n";
-        new_manifest << test.id << " skip " << r.reason << "\n";
+        if (listed_pass) {
+          ++failed;
+          std::cout << "FAIL " << test.id << ": listed pass in the manifest but skipped: " << r.reason << "\n";
+        } else {
+          ++skipped;
+          if (verbose) std::cout << "SKIP " << test.id << ": " << r.reason << "\n";
+        }
         break;
     }
   }
@@ -223,6 +247,12 @@ int RunConformance(const std::string& dir, const std::string& manifest_path, con
       ++failed;
       std::cout << "FAIL " << id << ": listed in the manifest but not found under " << dir << "\n";
     }
+  if (!lagging.empty()) {
+    std::cout << "the manifest lags behind this run (" << lagging.size() << " test" << (lagging.size() == 1 ? "" : "s")
+              << "; update it from --write-manifest)" << (strict ? ", a failure with --strict" : "") << ":\n";
+    for (const auto& line : lagging) std::cout << (strict ? "FAIL " : "LAGS ") << line << "\n";
+    if (strict) failed += static_cast<int>(lagging.size());
+  }
   if (!write_manifest.empty())
     if (Status s = WriteTextFile(write_manifest, new_manifest.str()); !s.ok())
       return ReportError("conformance", s.error());
@@ -239,12 +269,17 @@ void AddConformanceCommand(CLI::App& app, int& exit_code) {
   auto write_manifest = std::make_shared<std::string>();
   auto filter = std::make_shared<std::string>();
   auto verbose = std::make_shared<bool>(false);
+  auto strict = std::make_shared<bool>(false);
   cmd->add_option("dir", *dir, "A test folder, a folder of tests, or a folder of such folders")->required();
-  cmd->add_option("--manifest", *manifest, "Run only the tests this manifest lists; those marked pass must pass");
+  cmd->add_option("--manifest", *manifest,
+                  "Count only the tests this manifest lists; those marked pass must pass (a skip is a failure)");
   cmd->add_option("--write-manifest", *write_manifest, "Write a manifest of this run's outcomes");
   cmd->add_option("--filter", *filter, "Only tests whose id contains this text");
   cmd->add_flag("--verbose,-v", *verbose, "Print every test's outcome");
-  cmd->callback([=, &exit_code] { exit_code = RunConformance(*dir, *manifest, *write_manifest, *filter, *verbose); });
+  cmd->add_flag("--strict", *strict,
+                "With --manifest: a test listed skip that passes, or a test the manifest does not list, is a failure");
+  cmd->callback(
+      [=, &exit_code] { exit_code = RunConformance(*dir, *manifest, *write_manifest, *filter, *verbose, *strict); });
 }
 
 }  // namespace seqto::cli
