@@ -1,7 +1,6 @@
 // The one include/exclude filter for nodes (and for anything else named, such as
 // quantization groups): op types, names and globs. The CLI, the QDQ rewriter and the
-// tuner all select through it, so a pattern means the same everywhere
-// (one filter for every place that selects nodes).
+// tuner all select through it, so a pattern means the same everywhere.
 //
 // Patterns are exact names or globs ('*' any run of characters, '?' one character,
 // '[abc]' / '[a-z]' / '[!a]' one character of a set; '\' escapes the next character).
