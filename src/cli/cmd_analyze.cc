@@ -98,10 +98,10 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   if (!ranker) return fail(ranker.error());
   std::vector<size_t> compare_ks;
   for (const auto& k : a.compare) {
-    char* end = nullptr;
-    const unsigned long v = std::strtoul(k.c_str(), &end, 10);
-    if (k.empty() || *end != '\0') return fail(UserError("--compare-rankers: '" + k + "' is not a group count"));
-    compare_ks.push_back(v);
+    // Digits only: strtoul alone would take "-4" as a huge count.
+    if (k.empty() || k.size() > 18 || k.find_first_not_of("0123456789") != std::string::npos)
+      return fail(UserError("--compare-rankers: '" + k + "' is not a group count"));
+    compare_ks.push_back(std::stoull(k));
   }
 
   auto loaded = onnxio::LoadModel(a.model);
@@ -145,6 +145,13 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   }
   auto plan = quant::QuantPlan::Create(*prepared, o, o.mode == quant::QuantMode::kStatic ? &ranges : nullptr);
   if (!plan) return fail(std::move(plan).WithContext(a.model).error());
+  // Checked before the analysis (the long part): excluding more groups than exist is
+  // the same candidate as excluding all of them.
+  for (size_t k : compare_ks)
+    if (k > plan->groups().size())
+      return fail(UserError("--compare-rankers: " + std::to_string(k) + " is more than the model's " +
+                            std::to_string(plan->groups().size()) + " quantization groups (K may be 0 to " +
+                            std::to_string(plan->groups().size()) + ")"));
 
   auto ranking = tune::LoadSet(ranking_set, inputs, a.seed, a.batch, "analysis");
   if (!ranking) return fail(ranking.error());
@@ -308,8 +315,10 @@ void AddAnalyzeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--greedy-steps", a->greedy_steps,
                   "Depth of the interaction searches at the output (about N runs per group; 0: none; default 8)");
   cmd->add_flag("--no-backward", a->no_backward, "Skip the backward-elimination search");
-  cmd->add_option("--compare-rankers", a->compare,
-                  "K1,K2,..: accuracy loss after excluding each ranker's first K groups (on --data, --eval-samples)")
+  cmd->add_option(
+         "--compare-rankers", a->compare,
+         "K1,K2,.. (0 to the number of groups): accuracy loss after excluding each ranker's first K groups (on "
+         "--data, --eval-samples)")
       ->delimiter(',');
   cmd->add_option("--eval-samples", a->eval_samples, "Samples for --compare-rankers (default: all of --data)");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)");

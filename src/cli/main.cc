@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "cli/common.h"
 
@@ -21,6 +22,18 @@ int main(int argc, char** argv) {
   seqto::cli::AddReportCommand(app, exit_code);
   seqto::cli::AddAnalyzeCommand(app, exit_code);
   seqto::cli::AddTuneCommand(app, exit_code);
+  // CLI11 reports an unknown first word as "A subcommand is required"; name it instead.
+  bool known_command = argc < 2 || argv[1][0] == '-';
+  std::string known;
+  for (CLI::App* cmd : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + cmd->get_name();
+    known_command |= argc > 1 && cmd->check_name(argv[1]);
+  }
+  if (!known_command) {
+    std::cerr << "seqto: error: unknown command '" << seqto::cli::OneLine(argv[1]) << "' (commands: " << known
+              << "; see --help)\n";
+    return seqto::cli::kExitUserError;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,12 +1,12 @@
 #include "onnxio/model_io.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
-#include <google/protobuf/stubs/logging.h>
-#include <onnx/defs/schema.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -87,6 +87,28 @@ Status VerifyNodeSchemas(const onnx::GraphProto& g, const std::map<std::string, 
   return Status::Ok();
 }
 
+// A model newer than this build knows still loads (most ops keep their semantics
+// across versions, and each op is checked and run as the newest version seqto
+// knows), but the user hears it once per process: that is where a mismatch would
+// come from.
+void WarnIfNewerThanKnown(const ir::Model& model, const std::string& display_name) {
+  static std::atomic<bool> warned{false};
+  std::string what;
+  if (model.ir_version > onnx::IR_VERSION)
+    what = "ir_version " + std::to_string(model.ir_version) + " is newer than the newest seqto knows (" +
+           std::to_string(onnx::IR_VERSION) + ")";
+  for (const auto& [domain, version] : model.opsets) {
+    if (!domain.empty() && domain != "ai.onnx.ml") continue;
+    const int64_t limit = KnownOpsetLimit(domain);
+    if (version <= limit) continue;
+    what += (what.empty() ? "" : "; ") + std::string("opset ") + std::to_string(version) + " of " +
+            (domain.empty() ? "ai.onnx" : domain) + " is newer than the newest seqto knows (" + std::to_string(limit) +
+            "): its ops are checked and run as that version's";
+  }
+  if (what.empty() || warned.exchange(true)) return;
+  std::fprintf(stderr, "seqto: warning: %s: %s\n", display_name.c_str(), what.c_str());
+}
+
 bool KnowsAllOpsets(const ir::Model& model) {
   for (const auto& [domain, version] : model.opsets)
     if (domain.empty() || domain == "ai.onnx.ml")
@@ -113,11 +135,17 @@ Expected<ir::Model> LoadModelFromBytes(const std::string& bytes, const std::stri
     return UserError(display_name + ": not a valid ONNX model (protobuf parsing failed; file is " + size_text + ")");
   }
   // A file cut at a field boundary parses; what is missing then tells.
-  const std::string cut_hint = " (the file ends at byte offset " + std::to_string(bytes.size()) + ": truncated?)";
-  if (!proto.has_graph()) return UserError(display_name + ": not a valid ONNX model: it has no graph" + cut_hint);
+  const std::string end = "byte offset " + std::to_string(bytes.size());
+  if (!proto.has_graph())
+    return UserError(display_name + ": not a valid ONNX model: it has no graph (the file ends at " + end +
+                     ": truncated?)");
   if (proto.opset_import_size() == 0) {
+    // The graph is complete here, so the model most likely never had opset_import
+    // (opset_import follows the graph in the file, so a cut there looks the same).
     if (proto.ir_version() >= 3)
-      return UserError(display_name + ": not a valid ONNX model: it imports no opset" + cut_hint);
+      return UserError(display_name + ": not a valid ONNX model: it imports no opset (ir_version " +
+                       std::to_string(proto.ir_version()) +
+                       " requires opset_import, e.g. ai.onnx version 13; the file ends at " + end + ")");
     proto.add_opset_import()->set_version(1);  // IR versions 1-2: ai.onnx opset 1 is implied
   }
   FillAttributeTypes(proto.mutable_graph());
@@ -138,6 +166,7 @@ Expected<ir::Model> LoadModelFromBytes(const std::string& bytes, const std::stri
   if (options.infer_shapes && KnowsAllOpsets(*model)) {
     if (Status s = InferShapes(*model); !s.ok()) return std::move(s).WithContext(display_name);
   }
+  WarnIfNewerThanKnown(*model, display_name);
   return model;
 }
 
@@ -164,7 +193,20 @@ Expected<ir::Model> LoadModel(const std::string& path, const LoadOptions& option
   return LoadModelFromBytes(bytes, base.empty() ? "." : base, path, options);
 }
 
+namespace {
+// seqto's internal ops (com.seqto: the fused and integer kernels the inference passes
+// make) exist only inside a session: no other runtime, nor seqto loading the file
+// again, knows their domain. Writing one is a bug.
+Status CheckNoInternalOps(const ir::Model& model) {
+  for (const ir::Node& n : model.graph.nodes)
+    if (n.domain == "com.seqto")
+      return InternalError(n.Describe() + ": internal op com.seqto." + n.op_type + " in a model being saved");
+  return Status::Ok();
+}
+}  // namespace
+
 Expected<std::string> SerializeModel(const ir::Model& model) {
+  SEQTO_RETURN_IF_ERROR(CheckNoInternalOps(model));
   onnx::ModelProto proto;
   ModelToProto(model, &proto);
   std::string out;
@@ -189,6 +231,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 Status SaveModel(const ir::Model& model, const std::string& path, const SaveOptions& options) {
+  if (Status s = CheckNoInternalOps(model); !s.ok()) return std::move(s).WithContext(path);
   onnx::ModelProto proto;
   std::string data_bytes;
   const std::string data_file = fs::path(path).filename().string() + ".data";

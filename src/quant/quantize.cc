@@ -132,6 +132,27 @@ int64_t OutputChannels(const GraphInfo& info, const ir::Node& n) {
   return 0;
 }
 
+// An op of a quantized model: Q/DQ, ONNX's and ONNX Runtime's integer ops, and
+// seqto's internal integer and fused ops.
+bool IsQuantizedOp(const ir::Node& n) {
+  static const std::set<std::string> kOps = {"QuantizeLinear",
+                                             "DequantizeLinear",
+                                             "DynamicQuantizeLinear",
+                                             "QLinearConv",
+                                             "QLinearMatMul",
+                                             "MatMulInteger",
+                                             "ConvInteger",
+                                             "QLinearAdd",
+                                             "QLinearMul",
+                                             "QGemm",
+                                             "QLinearGlobalAveragePool",
+                                             "QLinearSigmoid",
+                                             "QLinearLeakyRelu",
+                                             "QLinearConcat",
+                                             "QLinearAveragePool"};
+  return n.domain == "com.seqto" || kOps.count(n.op_type) != 0;
+}
+
 }  // namespace
 
 const std::set<std::string>& QuantPlan::SupportedOpTypes(QuantMode mode) {
@@ -142,6 +163,12 @@ Expected<ir::Model> QuantPlan::Prepare(const ir::Model& float_model) {
   ir::Model m = float_model;
   m.graph.NameNodes();
   if (Status s = m.graph.Verify(); !s.ok()) return std::move(s).WithContext("prepare");
+  // Quantizing needs the float model: calibrating a QDQ model measures ranges that
+  // its Q/DQ already rounded, and excluding a group could not give back the float
+  // precision it never had.
+  for (const ir::Node& n : m.graph.nodes)
+    if (IsQuantizedOp(n))
+      return UserError(n.Describe() + ": the model is already quantized; quantize the float model it came from");
 
   // Constant nodes become initializers (ORT's pre-processing folds them): a constant
   // operand is then quantized as the constant it is, not calibrated as an activation.
@@ -174,7 +201,8 @@ Expected<ir::Model> QuantPlan::Prepare(const ir::Model& float_model) {
   rewrite::OptimizeOptions opt;
   opt.fold_batchnorm = true;
   opt.fuse_conv = false;
-  opt.channels_last = false;  // the prepared model is saved: standard ops only
+  opt.fuse_qdq = false;  // the prepared model is saved: standard ops only
+  opt.channels_last = false;
   if (Status s = rewrite::Optimize(m.graph, opt); !s.ok()) return std::move(s).WithContext("prepare");
   // Types of the values after folding. A model ONNX cannot infer still quantizes: the
   // calibration ranges tell which values are float (GraphInfo).

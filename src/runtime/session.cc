@@ -37,6 +37,9 @@ class Session::BufferPool {
 struct Session::Step {
   const ir::Node* node = nullptr;  // points into nodes_ (owned copy of the graph's nodes)
   int64_t opset = 0;
+  // "node 'conv3' (Conv), opset 13": the prefix of this step's errors, naming the
+  // user's node even when a pass rewrote it into an internal op.
+  std::string where;
   std::unique_ptr<ops::Kernel> kernel;
   std::vector<int> inputs;   // value ids, -1 for omitted
   std::vector<int> outputs;  // value ids, -1 for omitted
@@ -112,6 +115,9 @@ Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const
   if (unnamed) prepared.graph.NameNodes();  // a model built in code may leave names out
   SEQTO_RETURN_IF_ERROR(prepared.graph.Verify());
   if (options.optimize) {
+    // A fused node keeps the name of the node it replaces (the Conv of a FusedConv,
+    // the anchor of a QDQ island): errors in it name that node and op.
+    for (const ir::Node& n : prepared.graph.nodes) s->origins_[n.name] = {n.domain, n.op_type};
     rewrite::OptimizeOptions opt;
     opt.keep_values = options.keep_values;
     opt.channels_last = options.channels_last;
@@ -156,7 +162,12 @@ Status Session::Plan(const ir::Model& model) {
     step.opset = OpsetFor(model, node.domain);
     for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : id_of(in));
     for (const auto& out : node.outputs) step.outputs.push_back(out.empty() ? -1 : id_of(out));
-    const std::string where = node.Describe() + ", opset " + std::to_string(step.opset);
+    step.where = node.Describe() + ", opset " + std::to_string(step.opset);
+    if (auto origin = origins_.find(node.name);
+        origin != origins_.end() && origin->second != std::make_pair(node.domain, node.op_type))
+      step.where = "node '" + node.name + "' (" + origin->second.second + "), opset " +
+                   std::to_string(OpsetFor(model, origin->second.first));
+    const std::string& where = step.where;
     const ops::OpDef* def = registry.Find(node.domain, node.op_type, step.opset);
     if (!def) {
       const std::string domain = node.domain.empty() ? "ai.onnx" : node.domain;
@@ -279,9 +290,8 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
     ins.clear();
     for (int id : step.inputs) ins.push_back(id >= 0 && values[id].defined() ? &values[id] : nullptr);
     Context ctx(pool_.get(), options_.max_tensor_bytes, ins, step.outputs);
-    if (Status st = RunKernel(*step.kernel, ctx); !st.ok())
-      return std::move(st).WithContext(step.node->Describe() + ", opset " + std::to_string(step.opset));
-    auto where = [&] { return step.node->Describe() + ", opset " + std::to_string(step.opset); };
+    if (Status st = RunKernel(*step.kernel, ctx); !st.ok()) return std::move(st).WithContext(step.where);
+    auto where = [&] { return step.where; };
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       const int id = step.outputs[i];
       if (id < 0) continue;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -83,6 +84,9 @@ class Session {
 
   SessionOptions options_;
   std::vector<ir::Node> nodes_;  // the graph's nodes; steps point into this
+  // Before the inference passes: node name -> (domain, op type), so errors in a node
+  // a pass rewrote name the user's op and opset, not the internal one.
+  std::map<std::string, std::pair<std::string, std::string>> origins_;
   std::vector<ir::ValueInfo> inputs_, outputs_;
   std::vector<std::string> value_names_;  // value id -> name
   std::map<std::string, int> value_ids_;

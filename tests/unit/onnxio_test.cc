@@ -378,6 +378,25 @@ TEST(ModelIo, CheckerAcceptsSavedModels) {
   EXPECT_FALSE(CheckModel(m).ok());
 }
 
+// seqto's internal ops (com.seqto) exist only inside a session: writing one is a bug,
+// reported as an internal error naming the node, and nothing is written.
+TEST(ModelIo, InternalOpsAreNeverSaved) {
+  const fs::path dir = TempDir();
+  ir::Model m = RichModel();
+  m.graph.nodes[0].domain = "com.seqto";
+  const std::string path = (dir / "internal.onnx").string();
+  const Status s = SaveModel(m, path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().kind, ErrorKind::kInternal);
+  EXPECT_NE(s.message().find("node '" + m.graph.nodes[0].name + "'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("internal op com.seqto." + m.graph.nodes[0].op_type), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  auto bytes = SerializeModel(m);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().kind, ErrorKind::kInternal);
+}
+
 TEST(ModelIo, ShapeInferenceFillsValueInfos) {
   const fs::path dir = TempDir();
   ir::Model m;
