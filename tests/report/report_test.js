@@ -126,8 +126,10 @@ test('the example in docs/report-format.md is a valid report.json', () => {
   const doc = fs.readFileSync(path.join(SOURCE_DIR, 'docs', 'report-format.md'), 'utf8');
   const example = JSON.parse(doc.match(/```json\n([\s\S]*?)```/)[1]);
   const dir = path.join(WORK, 'doc-example');
-  fs.mkdirSync(path.join(dir, 'models'), { recursive: true });
-  for (const c of example.cycles) fs.writeFileSync(path.join(dir, c.model_file), 'x');
+  for (const c of example.cycles) {
+    fs.mkdirSync(path.dirname(path.join(dir, c.model_file)), { recursive: true });
+    fs.writeFileSync(path.join(dir, c.model_file), 'x');
+  }
   fs.writeFileSync(path.join(dir, 'report.json'), JSON.stringify(example));
   const r = seqto(['report', dir]);
   assert.equal(r.status, 0, r.stderr);
