@@ -36,7 +36,7 @@ namespace {
 using nlohmann::json;
 
 struct AnalyzeArgs {
-  std::string model, calib_data, data, labels, preprocess, json, ranker = quant::kDefaultRanker;
+  std::string model, calib_data, data, labels, classes, preprocess, json, ranker = quant::kDefaultRanker;
   QuantFlags q;
   std::vector<std::string> compare;
   bool no_sensitivity = false, no_backward = false;
@@ -106,6 +106,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
 
   auto loaded = onnxio::LoadModel(a.model);
   if (!loaded) return fail(loaded.error());
+  if (Status s = RequireOutputs(*loaded, a.model); !s.ok()) return fail(s.error());
   auto prepared = quant::QuantPlan::Prepare(*loaded);
   if (!prepared) return fail(std::move(prepared).WithContext(a.model).error());
   const auto& inputs = prepared->graph.inputs;
@@ -115,11 +116,13 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   if (!spec) return fail(std::move(spec).WithContext("--preprocess").error());
   ranking_set.path = a.data;
   ranking_set.labels = a.labels;
+  ranking_set.classes = a.classes;
   ranking_set.preprocess = *spec;
   ranking_set.samples = a.samples;
   calib_set = ranking_set;
   calib_set.path = a.calib_data.empty() ? a.data : a.calib_data;
   calib_set.labels.clear();
+  if (!a.calib_data.empty()) calib_set.classes.clear();  // other data: the class list may not fit it
   calib_set.samples = a.calib_samples;
   eval_set = ranking_set;
   eval_set.samples = a.eval_samples;
@@ -303,6 +306,8 @@ void AddAnalyzeCommand(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--calib-data", a->calib_data, "Calibration data (default: --data)");
   cmd->add_option("--labels", a->labels, "Labels for --data (.npy or idx), for --compare-rankers");
+  cmd->add_option("--classes", a->classes,
+                  "Class list for --data as an image folder: one class name per line, label = line index");
   cmd->add_option("--preprocess", a->preprocess, "Preprocessing (resize=..,crop=..,scale=..,mean=..,std=..)");
   cmd->add_option("--samples", a->samples, "Analysis samples (seeded subset; default 256)");
   cmd->add_option("--calib-samples", a->calib_samples, "Calibration samples (default 256)");

@@ -81,6 +81,7 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
              const std::vector<std::string>& shape_specs, const std::string& json_path) {
   auto model = onnxio::LoadModel(path);
   if (!model) return ReportError("bench", model.error());
+  if (Status s = RequireOutputs(*model, path); !s.ok()) return ReportError("bench", s.error());
   std::map<std::string, Shape> shapes;
   for (const auto& spec : shape_specs) {
     const size_t eq = spec.find('=');

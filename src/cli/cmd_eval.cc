@@ -1,4 +1,4 @@
-// seqto eval MODEL --data DATA [--labels F] [--preprocess SPEC] [--reference FLOAT_MODEL]
+// seqto eval MODEL --data DATA [--labels F] [--classes F] [--preprocess SPEC] [--reference FLOAT_MODEL]
 //   [--samples K] [--seed S] [--batch B] [--threads T] [--save-predictions F.npy] [--json F]
 //
 // Runs a model over a data set (or a seeded subset of it, the same for every model
@@ -39,7 +39,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct EvalArgs {
-  std::string model, data, labels, preprocess, reference, predictions, json;
+  std::string model, data, labels, classes, preprocess, reference, predictions, json;
   int64_t samples = 0;
   uint64_t seed = 0;
   int64_t batch = 32;
@@ -89,7 +89,7 @@ class Progress {
 
 Expected<std::unique_ptr<runtime::Session>> OpenSession(const std::string& path, int threads) {
   SEQTO_ASSIGN_OR_RETURN(ir::Model model, onnxio::LoadModel(path));
-  if (model.graph.outputs.empty()) return UserError(path + ": the model has no outputs");
+  SEQTO_RETURN_IF_ERROR(RequireOutputs(model, path));
   runtime::SessionOptions options;
   options.threads = threads;
   auto session = runtime::Session::Create(model, options);
@@ -128,6 +128,7 @@ int RunEval(const EvalArgs& a) {
 
   data::FeedOptions options;
   options.data.labels_path = a.labels;
+  options.data.classes_path = a.classes;
   options.data.preprocess = *spec;
   options.samples = a.samples;
   options.seed = a.seed;
@@ -273,6 +274,9 @@ void AddEvalCommand(CLI::App& app, int& exit_code) {
                   "test_data_set_* folder, or an MNIST idx images file")
       ->required();
   cmd->add_option("--labels", a->labels, "Class indices: .npy ([N], integers) or MNIST idx labels file");
+  cmd->add_option("--classes", a->classes,
+                  "Class list for an image folder: one class name per line, label = line index; class folders "
+                  "are looked up in it");
   cmd->add_option("--preprocess", a->preprocess,
                   "key=value,...: resize=S|HxW, crop=S|HxW, scale=X, mean=A[:B:C], std=A[:B:C], "
                   "color=rgb|bgr|gray, layout=nchw|nhwc");

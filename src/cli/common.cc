@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/file_util.h"
+#include "ir/graph.h"
 
 namespace seqto::cli {
 
@@ -32,5 +33,10 @@ int ReportError(const std::string& command, const Error& error) {
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) { return WriteFileAtomic(path, text); }
+
+Status RequireOutputs(const ir::Model& model, const std::string& path) {
+  if (model.graph.outputs.empty()) return UserError(path + ": the model has no outputs");
+  return Status::Ok();
+}
 
 }  // namespace seqto::cli

@@ -8,6 +8,9 @@
 namespace CLI {
 class App;
 }
+namespace seqto::ir {
+struct Model;
+}
 
 namespace seqto::cli {
 
@@ -23,6 +26,9 @@ int ReportError(const std::string& command, const Error& error);
 std::string OneLine(const std::string& text);
 // Writes text to a file atomically (temporary file + rename).
 Status WriteTextFile(const std::string& path, const std::string& text);
+// A model without outputs computes nothing: every command that runs one refuses it
+// (the tuner checks the same), naming the file.
+Status RequireOutputs(const ir::Model& model, const std::string& path);
 
 // Each subcommand registers itself on the app and returns the exit code when run.
 void AddInfoCommand(CLI::App& app, int& exit_code);

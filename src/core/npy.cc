@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "core/file_util.h"
+
 namespace seqto {
 
 namespace {
@@ -68,6 +70,23 @@ std::string HeaderField(const std::string& header, const std::string& key) {
   return header.substr(v, end - v);
 }
 
+// The header must be a dict literal with the three keys NumPy writes; names the
+// first thing that is wrong (a missing key would otherwise read as an empty value).
+Status CheckHeaderDict(const std::string& header) {
+  const size_t open = header.find_first_not_of(" ");
+  const size_t close = header.find_last_not_of(" \n");
+  if (open == std::string::npos || header[open] != '{' || header[close] != '}') {
+    std::string shown = header.substr(0, 40);
+    for (char& c : shown)
+      if (c < ' ' || c > '~') c = '?';
+    return UserError("expected a dict literal {...}, found '" + shown + "'");
+  }
+  for (const char* key : {"descr", "fortran_order", "shape"})
+    if (header.find(std::string("'") + key + "'") == std::string::npos)
+      return UserError(std::string("no '") + key + "' key");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<Tensor> ReadNpy(const std::string& path) {
@@ -103,10 +122,14 @@ Expected<Tensor> ReadNpy(const std::string& path) {
                      " bytes, but the file ends at byte " + std::to_string(file_size));
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return UserError(path + ": truncated header");
-  const DType dtype = DTypeFromDescr(HeaderField(header, "descr"));
-  if (dtype == DType::kUndefined) return UserError(path + ": unsupported dtype '" + HeaderField(header, "descr") + "'");
-  if (HeaderField(header, "fortran_order") != "False")
-    return UserError(path + ": Fortran-order arrays are not supported");
+  SEQTO_RETURN_IF_ERROR(CheckHeaderDict(header).WithContext(path + ": malformed header"));
+  const std::string descr = HeaderField(header, "descr");
+  const DType dtype = DTypeFromDescr(descr);
+  if (dtype == DType::kUndefined) return UserError(path + ": unsupported dtype '" + descr + "'");
+  const std::string fortran_order = HeaderField(header, "fortran_order");
+  if (fortran_order == "True") return UserError(path + ": Fortran-order arrays are not supported");
+  if (fortran_order != "False")
+    return UserError(path + ": malformed header: 'fortran_order' is '" + fortran_order + "', expected True or False");
   const std::string shape_text = HeaderField(header, "shape");
   if (shape_text.empty() || shape_text[0] != '(') return UserError(path + ": missing shape in header");
   Shape shape;
@@ -153,20 +176,14 @@ Status WriteNpy(const std::string& path, const Tensor& tensor) {
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) return UserError(path + ": cannot write file");
-    out.write("\x93NUMPY\x01\x00", 8);
-    const uint16_t len = static_cast<uint16_t>(header.size());
-    const char lb[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-    out.write(lb, 2);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(static_cast<const char*>(tensor.raw()), static_cast<std::streamsize>(tensor.nbytes()));
-    if (!out) return UserError(path + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return UserError(path + ": cannot rename temporary file");
-  return Status::Ok();
+  AtomicFileWriter out(path);
+  SEQTO_RETURN_IF_ERROR(out.Open());
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  const std::string preamble =
+      std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(len & 0xff) + static_cast<char>(len >> 8) + header;
+  SEQTO_RETURN_IF_ERROR(out.Write(preamble.data(), preamble.size()));
+  SEQTO_RETURN_IF_ERROR(out.Write(tensor.raw(), tensor.nbytes()));
+  return out.Commit();
 }
 
 }  // namespace seqto

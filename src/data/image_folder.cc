@@ -1,13 +1,18 @@
 // A folder of images, as torchvision's ImageFolder reads it: class sub-folders,
 // each holding that class's images (searched recursively); or a flat folder of
 // images without labels. Files are ordered by path; hidden entries (".x") and files
-// that are not .png/.jpg/.jpeg are ignored. Class indices follow the sorted folder
-// names, except that folders all named by integers ("0", "1", ..., "10") get those
-// integers. Images are decoded when a sample is asked for, never all at once.
+// that are not .png/.jpg/.jpeg are ignored. With a class list (one name per line),
+// a folder's class index is its name's line, so a folder holding part of the classes
+// (ImageNet synset folders for some of the 1000) gets the model's labels. Without
+// one, folders all named by integers ("0", "1", ..., "10") get those integers, and
+// other names their sorted position (said once on stderr: it is right only when
+// every class has a folder). Images are decoded when a sample is asked for, never
+// all at once.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <filesystem>
+#include <map>
 
 #include "data/formats.h"
 #include "data/image_decode.h"
@@ -55,6 +60,65 @@ std::optional<int64_t> FolderNumber(const std::string& name) {
   return v;
 }
 
+// Labels of the class folders (in sorted name order) and the class names by label.
+struct FolderLabels {
+  std::vector<int64_t> labels;           // one per folder
+  std::vector<std::string> class_names;  // indexed by label (gaps stay empty)
+};
+
+// With a class list: each folder's line in it.
+Expected<FolderLabels> LabelsFromList(const std::vector<std::string>& folders, const ClassList& classes,
+                                      const std::string& root) {
+  std::map<std::string, int64_t> index;
+  for (size_t i = 0; i < classes.names.size(); ++i) index.emplace(classes.names[i], static_cast<int64_t>(i));
+  FolderLabels out;
+  for (const auto& name : folders) {
+    auto it = index.find(name);
+    if (it == index.end()) {
+      std::string hint;  // a list of "synset description" lines: the first word is not the name
+      for (const auto& line : classes.names)
+        if (line.rfind(name + " ", 0) == 0 || line.rfind(name + "\t", 0) == 0) {
+          hint = " (its lines are whole class names, and a line reads '" + line + "')";
+          break;
+        }
+      return UserError((fs::path(root) / name).string() + ": class folder '" + name + "' is not in the class list " +
+                       classes.path + " (" + std::to_string(classes.names.size()) + " classes)" + hint);
+    }
+    out.labels.push_back(it->second);
+  }
+  out.class_names = classes.names;
+  return out;
+}
+
+// Without one: the folder's number when every folder is a number, else its sorted
+// position (with a note, since that is right only when every class has a folder).
+Expected<FolderLabels> LabelsFromNames(const std::vector<std::string>& folders, const std::string& root) {
+  FolderLabels out;
+  bool numeric = true;
+  for (const auto& n : folders) numeric &= FolderNumber(n).has_value();
+  if (!numeric) {
+    for (size_t c = 0; c < folders.size(); ++c) out.labels.push_back(static_cast<int64_t>(c));
+    out.class_names = folders;
+    const std::string last = folders.size() > 2
+                                 ? ", ..., " + folders.back() + " = " + std::to_string(folders.size() - 1)
+                             : folders.size() == 2 ? ", " + folders.back() + " = 1"
+                                                   : "";
+    NoteOnce("image folder '" + root + "': labels are the class folders' sorted positions (" + folders[0] + " = 0" +
+             last +
+             "); if the model's classes are not exactly these folders, give a class list (--classes FILE; \"classes\" "
+             "in a tune config)");
+    return out;
+  }
+  int64_t most = 0;
+  for (const auto& n : folders) {
+    out.labels.push_back(*FolderNumber(n));
+    most = std::max(most, out.labels.back());
+  }
+  out.class_names.resize(static_cast<size_t>(most + 1));
+  for (const auto& n : folders) out.class_names[static_cast<size_t>(*FolderNumber(n))] = n;
+  return out;
+}
+
 class ImageFolder : public Dataset {
  public:
   ImageFolder(std::string root, std::vector<std::string> files, PreprocessSpec spec, bool single_file)
@@ -75,9 +139,9 @@ class ImageFolder : public Dataset {
     if (!class_names_.empty()) d += ", " + std::to_string(class_names_.size()) + " classes";
     return d + ")";
   }
-  void SetClasses(std::vector<std::string> names, std::vector<int64_t> labels) {
+  void SetClasses(std::vector<std::string> names, std::vector<int64_t> labels, std::string source) {
     class_names_ = std::move(names);
-    SetLabels(std::move(labels), "class folders");
+    SetLabels(std::move(labels), std::move(source));
   }
 
  private:
@@ -89,7 +153,8 @@ class ImageFolder : public Dataset {
 
 }  // namespace
 
-Expected<std::shared_ptr<Dataset>> OpenImageFolder(const std::string& path, const PreprocessSpec& spec) {
+Expected<std::shared_ptr<Dataset>> OpenImageFolder(const std::string& path, const PreprocessSpec& spec,
+                                                   const ClassList* classes) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec))
     return std::shared_ptr<Dataset>(std::make_shared<ImageFolder>(path, std::vector<std::string>{path}, spec, true));
@@ -126,32 +191,21 @@ Expected<std::shared_ptr<Dataset>> OpenImageFolder(const std::string& path, cons
     for (const auto& p : loose) files.push_back(p.string());
     return std::shared_ptr<Dataset>(std::make_shared<ImageFolder>(path, std::move(files), spec, false));
   }
-  // Labels: the folder's number when every folder is a number, else its sorted position.
   std::vector<std::string> names;
-  bool numeric = true;
-  for (const auto& d : subdirs) {
-    names.push_back(d.filename().string());
-    numeric &= FolderNumber(names.back()).has_value();
-  }
+  for (const auto& d : subdirs) names.push_back(d.filename().string());
+  SEQTO_ASSIGN_OR_RETURN(FolderLabels fl,
+                         classes ? LabelsFromList(names, *classes, path) : LabelsFromNames(names, path));
   std::vector<std::string> files;
   std::vector<int64_t> labels;
   for (size_t c = 0; c < subdirs.size(); ++c) {
-    const int64_t label = numeric ? *FolderNumber(names[c]) : static_cast<int64_t>(c);
     for (auto& f : per_class[c]) {
       files.push_back(std::move(f));
-      labels.push_back(label);
+      labels.push_back(fl.labels[c]);
     }
   }
-  if (numeric) {
-    // Class names indexed by label (gaps stay empty).
-    int64_t most = 0;
-    for (const auto& n : names) most = std::max(most, *FolderNumber(n));
-    std::vector<std::string> by_label(static_cast<size_t>(most + 1));
-    for (const auto& n : names) by_label[static_cast<size_t>(*FolderNumber(n))] = n;
-    names = std::move(by_label);
-  }
   auto ds = std::make_shared<ImageFolder>(path, std::move(files), spec, false);
-  ds->SetClasses(std::move(names), std::move(labels));
+  ds->SetClasses(std::move(fl.class_names), std::move(labels),
+                 classes ? "class folders, class list " + classes->path : "class folders");
   return std::shared_ptr<Dataset>(std::move(ds));
 }
 

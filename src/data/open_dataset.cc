@@ -1,7 +1,13 @@
 #include "data/open_dataset.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
 
 #include "core/npy.h"
 #include "data/formats.h"
@@ -48,6 +54,49 @@ PreprocessSpec Resolve(PreprocessSpec spec, const std::optional<Shape>& input) {
 
 }  // namespace
 
+namespace internal {
+
+void NoteOnce(const std::string& text) {
+  static std::mutex mu;
+  static std::set<std::string> printed;
+  std::lock_guard<std::mutex> lock(mu);
+  if (printed.insert(text).second) std::fprintf(stderr, "seqto: note: %s\n", text.c_str());
+}
+
+}  // namespace internal
+
+Expected<std::vector<std::string>> ReadClassList(const std::string& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) return UserError(path + ": no such file (class list)");
+  if (!fs::is_regular_file(status)) return UserError(path + ": not a regular file (class list)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UserError(path + ": cannot open file (class list)");
+  std::vector<std::string> names;
+  std::map<std::string, size_t> line_of;
+  size_t blank = 0;  // first blank line not yet followed by a name (blank lines may only end the file)
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    const size_t b = line.find_first_not_of(" \t\r");
+    const size_t e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos) {
+      if (!blank) blank = n;
+      continue;
+    }
+    if (blank)
+      return UserError(path + ": line " + std::to_string(blank) +
+                       " is empty (one class name per line, label = line index; empty lines only at the end)");
+    const std::string name = line.substr(b, e - b + 1);
+    if (auto [it, fresh] = line_of.emplace(name, n); !fresh)
+      return UserError(path + ": line " + std::to_string(n) + ": class '" + name + "' is already on line " +
+                       std::to_string(it->second));
+    names.push_back(name);
+  }
+  if (in.bad()) return UserError(path + ": read failed (class list)");
+  if (names.empty()) return UserError(path + ": no class names (class list: one name per line)");
+  return names;
+}
+
 Expected<std::vector<int64_t>> ReadLabelsFile(const std::string& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -84,6 +133,15 @@ Expected<std::vector<int64_t>> ReadLabelsFile(const std::string& path) {
 
 Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const DataOptions& options) {
   const PreprocessSpec spec = Resolve(options.preprocess, options.input_shape);
+  std::optional<internal::ClassList> classes;
+  if (!options.classes_path.empty()) {
+    if (!options.labels_path.empty())
+      return UserError("class list " + options.classes_path + " and labels file " + options.labels_path +
+                       " both given: the labels file replaces the class folders' labels (give one)");
+    SEQTO_ASSIGN_OR_RETURN(auto names, ReadClassList(options.classes_path));
+    classes = internal::ClassList{options.classes_path, std::move(names)};
+  }
+  const internal::ClassList* class_list = classes ? &*classes : nullptr;
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (path.empty()) return UserError("no data path given");
@@ -98,7 +156,7 @@ Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const Da
     } else if (HasIdxFiles(p, idx_example)) {
       return UserError(path + ": a folder of idx files; give the images file itself (e.g. " + idx_example + ")");
     } else {
-      ds = internal::OpenImageFolder(path, spec);
+      ds = internal::OpenImageFolder(path, spec, class_list);
     }
   } else if (fs::is_regular_file(status)) {
     const std::string head = internal::PeekDecompressed(path, 8);
@@ -125,6 +183,9 @@ Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const Da
     return UserError(path + ": not a regular file or directory");
   }
   if (!ds) return ds;
+  if (classes && (*ds)->class_names().empty())
+    return UserError("class list " + classes->path + ": maps class folder names to labels, but " + path +
+                     " is not an image folder with class sub-folders (" + (*ds)->description() + ")");
   if (!options.labels_path.empty()) {
     SEQTO_ASSIGN_OR_RETURN(auto labels, ReadLabelsFile(options.labels_path));
     if (static_cast<int64_t>(labels.size()) != (*ds)->size())

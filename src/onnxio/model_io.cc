@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/file_util.h"
 #include "onnxio/infer_guard.h"
 #include "onnxio/proto_convert.h"
 #include "onnxio/wire_scan.h"
@@ -72,8 +73,8 @@ Status VerifyNodeSchemas(const onnx::GraphProto& g, const std::map<std::string, 
     // it knows: seqto's kernels implement at most that version.
     const int64_t limit = KnownOpsetLimit(n.domain());
     if (opset <= 0 || limit <= 0) continue;
-    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
-        n.op_type(), static_cast<int>(std::min(opset, limit)), n.domain() == "ai.onnx" ? "" : n.domain());
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(std::min(opset, limit)),
+                                                                  n.domain() == "ai.onnx" ? "" : n.domain());
     if (!schema) continue;
     try {
       schema->Verify(n);
@@ -214,21 +215,6 @@ Expected<std::string> SerializeModel(const ir::Model& model) {
     return UserError("cannot serialize the model (protobuf refuses messages over 2 GiB; save with external data)");
   return out;
 }
-
-namespace {
-Status WriteFileAtomic(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return UserError(path + ": cannot write file");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) return UserError(path + ": write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return UserError(path + ": cannot rename temporary file into place");
-  return Status::Ok();
-}
-}  // namespace
 
 Status SaveModel(const ir::Model& model, const std::string& path, const SaveOptions& options) {
   if (Status s = CheckNoInternalOps(model); !s.ok()) return std::move(s).WithContext(path);

@@ -169,6 +169,8 @@ Status ParseDataSet(ObjectReader& parent, const std::string& key, DataSetConfig&
   out.path = Resolve(out.path, base_dir);
   SEQTO_RETURN_IF_ERROR(r.String("labels", out.labels));
   out.labels = Resolve(out.labels, base_dir);
+  SEQTO_RETURN_IF_ERROR(r.String("classes", out.classes));
+  out.classes = Resolve(out.classes, base_dir);
   SEQTO_RETURN_IF_ERROR(r.Integer("samples", out.samples, 0, int64_t{1} << 40));
   if (const json* p = r.Object("preprocess")) {
     SEQTO_ASSIGN_OR_RETURN(out.preprocess, ParsePreprocess(*p, r.KeyPath("preprocess")));
@@ -396,19 +398,22 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
       SEQTO_ASSIGN_OR_RETURN(preprocess, ParsePreprocess(*p, "data.preprocess"));
       has_preprocess = true;
     }
-    std::string labels;
+    std::string labels, classes;
     SEQTO_RETURN_IF_ERROR(d.String("labels", labels));
+    SEQTO_RETURN_IF_ERROR(d.String("classes", classes));
     SEQTO_RETURN_IF_ERROR(d.Integer("seed", c.seed, 0, INT64_MAX));
     SEQTO_RETURN_IF_ERROR(d.Integer("batch_size", c.batch_size, 1, 1 << 20));
     SEQTO_RETURN_IF_ERROR(d.Finish());
     if (c.eval.path.empty()) return UserError("data.eval: required (the evaluation data)");
     if (c.eval.labels.empty()) c.eval.labels = Resolve(labels, base);
+    if (c.eval.classes.empty()) c.eval.classes = Resolve(classes, base);
     // Calibration and ranking default to the evaluation data (their own sample counts).
     for (DataSetConfig* set : {&c.calibration, &c.ranking}) {
       if (set->path.empty()) {
         set->from_eval = true;
         set->path = c.eval.path;
         if (set->labels.empty()) set->labels = c.eval.labels;
+        if (set->classes.empty()) set->classes = c.eval.classes;
         if (!set->has_preprocess && c.eval.has_preprocess) {
           set->preprocess = c.eval.preprocess;
           set->has_preprocess = true;
@@ -497,6 +502,7 @@ json TuneConfig::ToJson() const {
     json d = json::object();
     if (!s.from_eval) d["path"] = Absolute(s.path);
     if (!s.labels.empty() && !s.from_eval) d["labels"] = Absolute(s.labels);
+    if (!s.classes.empty() && !s.from_eval) d["classes"] = Absolute(s.classes);
     d["samples"] = s.samples;
     if (s.has_preprocess) d["preprocess"] = s.preprocess.ToString();
     return d;

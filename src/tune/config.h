@@ -17,7 +17,8 @@ namespace seqto::tune {
 // One data set: where it is, its labels, preprocessing, how many samples to use.
 struct DataSetConfig {
   std::string path;
-  std::string labels;  // optional labels file
+  std::string labels;   // optional labels file
+  std::string classes;  // optional class list (image class folders -> labels)
   data::PreprocessSpec preprocess;
   bool has_preprocess = false;  // else the data section's default applies
   size_t samples = 0;           // 0: all
@@ -29,7 +30,7 @@ struct DataSetConfig {
   // resumed run; files a format finds by itself are added by the tuner).
   std::vector<std::string> files() const {
     std::vector<std::string> f;
-    for (const std::string* p : {&path, &labels})
+    for (const std::string* p : {&path, &labels, &classes})
       if (!p->empty()) f.push_back(*p);
     return f;
   }

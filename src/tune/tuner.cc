@@ -128,6 +128,7 @@ Expected<std::shared_ptr<data::Dataset>> OpenSet(const DataSetConfig& set,
   if (model_inputs.empty()) return UserError(what + " data: the model has no inputs to feed");
   data::DataOptions options;
   options.labels_path = set.labels;
+  options.classes_path = set.classes;
   options.preprocess = set.preprocess;
   options.input_shape = data::TargetFor(model_inputs[0]).shape;
   auto dataset = data::OpenDataset(set.path, options);

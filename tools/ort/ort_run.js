@@ -222,6 +222,7 @@ function writeNpy(file, type, dims, data) {
     fs.writeFileSync(tmp, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
     fs.renameSync(tmp, file);
   } catch (e) {
+    fs.rmSync(tmp, { force: true });  // a full disk must not keep the partial file
     throw new UserError(`${file}: cannot write file (${e.code || e.message})`);
   }
 }
