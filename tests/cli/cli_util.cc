@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,13 @@ pid_t Spawn(const std::vector<std::string>& args, const fs::path& dir, SpawnOpti
     dup2(err, 2);
     dup2(in, 0);
     setenv("OMP_NUM_THREADS", "1", 1);
+    if (options.file_size_limit > 0) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigaction(SIGXFSZ, &ignore, nullptr);
+      const struct rlimit limit = {options.file_size_limit, options.file_size_limit};
+      setrlimit(RLIMIT_FSIZE, &limit);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }

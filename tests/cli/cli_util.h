@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct SpawnOptions {
   // Append to `dir`/stderr instead of truncating it: a test that runs seqto several
   // times in one folder then sees the errors of every run.
   bool append_stderr = false;
+  // When > 0: the child may write regular files up to this many bytes, and a write
+  // past it fails with EFBIG (SIGXFSZ ignored): a full disk, made reliably.
+  uint64_t file_size_limit = 0;
 };
 
 // Starts seqto with `args`, stdout to `dir`/stdout and stderr to `dir`/stderr, stdin

@@ -1,0 +1,231 @@
+// End-to-end tests of data and file handling on bad input: every file a command
+// writes fails with one error line when the disk is full (RLIMIT_FSIZE stands in for
+// it) and leaves no temporary file behind; seqto run gives each output its own file
+// even when names collide after sanitizing or are too long for a file name; models
+// without outputs are refused; malformed .npy headers say what is wrong; image
+// class folders map to labels through a class list (--classes); idx files are read
+// only as far as the samples asked for.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_util.h"
+#include "core/npy.h"
+#include "onnxio/model_io.h"
+
+namespace seqto {
+namespace {
+
+using namespace cli_test;
+namespace fs = std::filesystem;
+const fs::path kSource = SEQTO_SOURCE_DIR;
+const fs::path kExample = kSource / "examples/fashion-mnist";
+const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
+const std::string kSpec = "scale=0.00392157,mean=0.2860,std=0.3530";
+
+ir::ValueInfo FloatInfo(const std::string& name, int64_t n) {
+  ir::ValueInfo v;
+  v.name = name;
+  v.dtype = DType::kFloat32;
+  v.shape = std::vector<ir::Dim>{{n, ""}};
+  return v;
+}
+
+// A model from input x[n]: one unary op per (op, output) pair, each a graph output
+// when `outputs` is set.
+fs::path UnaryModel(const fs::path& path, int64_t n, const std::vector<std::pair<std::string, std::string>>& ops,
+                    bool outputs = true) {
+  ir::Model m;
+  m.opsets[""] = 13;
+  m.graph.inputs = {FloatInfo("x", n)};
+  for (const auto& [op, out] : ops) {
+    ir::Node node;
+    node.name = "node_" + std::to_string(m.graph.nodes.size());
+    node.op_type = op;
+    node.inputs = {"x"};
+    node.outputs = {out};
+    m.graph.nodes.push_back(node);
+    if (outputs) m.graph.outputs.push_back(FloatInfo(out, n));
+  }
+  EXPECT_TRUE(onnxio::SaveModel(m, path.string()).ok());
+  return path;
+}
+
+// Files in `dir` (recursively) whose names hold ".tmp": leftovers of a failed write.
+std::vector<std::string> TempFiles(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().find(".tmp") != std::string::npos) out.push_back(it->path().string());
+  return out;
+}
+
+// Runs seqto like RunSeqto, with spawn options, and reports the child's peak
+// resident memory (KiB) through wait4.
+struct Measured {
+  Result r;
+  long max_rss_kib = 0;
+};
+Measured RunMeasured(const std::vector<std::string>& args, const fs::path& dir, SpawnOptions options = {}) {
+  Measured m;
+  const pid_t pid = Spawn(args, dir, options);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  int status = 0;
+  struct rusage usage {};
+  while (true) {
+    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
+    if (done == pid) break;
+    if (done < 0) return m;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      m.r.timed_out = true;
+      return m;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (WIFEXITED(status)) m.r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) m.r.signal = WTERMSIG(status);
+  m.r.out = ReadFile(dir / "stdout");
+  m.r.err = ReadFile(dir / "stderr");
+  m.max_rss_kib = usage.ru_maxrss;
+  return m;
+}
+
+void ExpectOneErrorLine(const std::vector<std::string>& args, const Result& r, const std::vector<std::string>& parts) {
+  const std::string what = Describe(args, r);
+  EXPECT_EQ(r.exit_code, 1) << what;
+  const auto lines = r.ErrLines();
+  ASSERT_EQ(lines.size(), 1u) << what;
+  for (const auto& p : parts) EXPECT_NE(lines[0].find(p), std::string::npos) << "'" << p << "' missing: " << what;
+}
+
+TEST(DataIoCli, RunGivesEveryOutputItsOwnFile) {
+  const fs::path dir = TempDir();
+  const std::string long_name(300, 'n');
+  const fs::path model = UnaryModel(dir / "m.onnx", 3, {{"Relu", "a/b"}, {"Neg", "a_b"}, {"Abs", long_name}});
+  ASSERT_TRUE(WriteNpy((dir / "x.npy").string(), Tensor::FromVector<float>({3}, {-1, 2, -3})).ok());
+  const std::vector<std::string> args = {"run", model.string(),        "-i", (dir / "x.npy").string(),
+                                         "-o",  (dir / "out").string()};
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  // "a_b" keeps its name; "a/b", which sanitizes to the same, gets a suffix; the
+  // 300-byte name is cut to 200 bytes. stdout says where each output went.
+  const fs::path out = dir / "out";
+  const std::string long_file = std::string(200, 'n') + ".npy";
+  EXPECT_NE(r.out.find("a/b: float32[3] -> " + (out / "a_b~2.npy").string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a_b: float32[3] -> " + (out / "a_b.npy").string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(long_name + ": float32[3] -> " + (out / long_file).string()), std::string::npos) << r.out;
+  auto read = [&](const std::string& f) {
+    auto t = ReadNpy((out / f).string());
+    EXPECT_TRUE(t.ok()) << f;
+    return t.ok() ? t->ToDoubles() : std::vector<double>{};
+  };
+  EXPECT_EQ(read("a_b~2.npy"), (std::vector<double>{0, 2, 0}));  // Relu
+  EXPECT_EQ(read("a_b.npy"), (std::vector<double>{1, -2, 3}));   // Neg
+  EXPECT_EQ(read(long_file), (std::vector<double>{1, 2, 3}));    // Abs
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 3);
+}
+
+TEST(DataIoCli, ModelWithoutOutputsIsRefused) {
+  const fs::path dir = TempDir();
+  const std::string model = UnaryModel(dir / "none.onnx", 4, {{"Relu", "y"}}, /*outputs=*/false).string();
+  const std::string npy = (dir / "x.npy").string();
+  ASSERT_TRUE(WriteNpy(npy, Tensor(DType::kFloat32, {4})).ok());
+  ASSERT_TRUE(WriteNpy((dir / "data.npy").string(), Tensor(DType::kFloat32, {2, 4})).ok());
+  const std::vector<std::vector<std::string>> commands = {{"run", model, "-i", npy, "-o", (dir / "out").string()},
+                                                          {"bench", model, "--runs", "1"},
+                                                          {"analyze", model, "--data", (dir / "data.npy").string()},
+                                                          {"eval", model, "--data", (dir / "data.npy").string()}};
+  for (const auto& args : commands) {
+    SCOPED_TRACE(args[0]);
+    ExpectUserError(args, {model, "the model has no outputs"});
+  }
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+TEST(DataIoCli, FullDiskFailsTheWriteAndLeavesNoTempFile) {
+  const fs::path dir = TempDir();
+  // run: an 8 KB output against a 4 KB file size limit.
+  const fs::path model = UnaryModel(dir / "m.onnx", 2048, {{"Relu", "y"}});
+  ASSERT_TRUE(WriteNpy((dir / "x.npy").string(), Tensor(DType::kFloat32, {2048})).ok());
+  SpawnOptions full;
+  full.file_size_limit = 4096;
+  const std::vector<std::string> run = {"run", model.string(),        "-i", (dir / "x.npy").string(),
+                                        "-o",  (dir / "out").string()};
+  const Measured r = RunMeasured(run, dir, full);
+  ExpectOneErrorLine(run, r.r, {"output 'y'", (dir / "out/y.npy").string(), "write failed", "File too large"});
+  EXPECT_FALSE(fs::exists(dir / "out/y.npy"));
+  EXPECT_EQ(TempFiles(dir), std::vector<std::string>{});
+  // eval --save-predictions: 600 int64 predictions (4.8 KB).
+  const std::vector<std::string> eval = {"eval",
+                                         (kExample / "resnet.onnx").string(),
+                                         "--data",
+                                         (kFashion / "t10k-images-idx3-ubyte.gz").string(),
+                                         "--preprocess",
+                                         kSpec,
+                                         "--samples",
+                                         "600",
+                                         "--threads",
+                                         "1",
+                                         "--save-predictions",
+                                         (dir / "pred.npy").string()};
+  const Measured e = RunMeasured(eval, dir, full);
+  ExpectOneErrorLine(eval, e.r, {"--save-predictions", (dir / "pred.npy").string(), "File too large"});
+  EXPECT_FALSE(fs::exists(dir / "pred.npy"));
+  EXPECT_EQ(TempFiles(dir), std::vector<std::string>{});
+  // Without the limit both work (the limit, not something else, made them fail).
+  const Result ok = RunSeqto(run);
+  EXPECT_EQ(ok.exit_code, 0) << Describe(run, ok);
+  EXPECT_TRUE(fs::exists(dir / "out/y.npy"));
+}
+
+TEST(DataIoCli, SavingOntoAFolderLeavesNoTempFile) {
+  const fs::path dir = TempDir();
+  fs::create_directories(dir / "taken.onnx");
+  const std::vector<std::string> args = {
+      "quantize", (kExample / "resnet.onnx").string(), "-o", (dir / "taken.onnx").string(), "--mode", "dynamic"};
+  ExpectUserError(args, {(dir / "taken.onnx").string(), "cannot rename temporary file into place", "directory"});
+  EXPECT_EQ(TempFiles(dir), std::vector<std::string>{});
+}
+
+TEST(DataIoCli, MalformedNpyHeaderSaysWhatIsWrong) {
+  const fs::path dir = TempDir();
+  const std::string model = UnaryModel(dir / "m.onnx", 3, {{"Relu", "y"}}).string();
+  auto npy = [](const std::string& dict) {
+    std::string h = dict;
+    while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+    h += '\n';
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) + static_cast<char>(h.size() >> 8) +
+           h + std::string(12, '\0');
+  };
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"{'descr': '<f4', 'shape': (3,), }", {"malformed header", "no 'fortran_order' key"}},
+      {"{'descr': '<f4', 'fortran_order': Flase, 'shape': (3,), }",
+       {"malformed header", "'fortran_order' is 'Flase', expected True or False"}},
+      {"descr: <f4, fortran_order: False, shape: (3,)", {"malformed header", "expected a dict literal"}},
+      {"{'fortran_order': False, 'shape': (3,), }", {"malformed header", "no 'descr' key"}},
+      {"{'descr': '<f4', 'fortran_order': True, 'shape': (3,), }", {"Fortran-order arrays are not supported"}},
+  };
+  for (const auto& [dict, parts] : cases) {
+    SCOPED_TRACE(dict);
+    WriteFile(dir / "x.npy", npy(dict));
+    std::vector<std::string> expect = parts;
+    expect.push_back((dir / "x.npy").string());
+    ExpectUserError({"run", model, "-i", (dir / "x.npy").string(), "-o", (dir / "out").string()}, expect);
+    if (parts[0] == "malformed header") {
+      const Result r = RunSeqto({"run", model, "-i", (dir / "x.npy").string(), "-o", (dir / "out").string()});
+      EXPECT_EQ(r.err.find("Fortran"), std::string::npos) << r.err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace seqto
