@@ -28,6 +28,9 @@ std::string ReadFile(const std::filesystem::path& p);
 // Writes `bytes` to `p`, creating the parent folders.
 void WriteFile(const std::filesystem::path& p, const std::string& bytes);
 
+// An 8-bit grayscale PNG of `w` x `h` pixels (rows of `w` bytes), written without libpng.
+std::string GrayPng(int w, int h, const unsigned char* pixels);
+
 // A fresh, empty folder for the current test, named after its suite and name (so
 // tests never see each other's files).
 std::filesystem::path TempDir();

@@ -227,5 +227,75 @@ TEST(DataIoCli, MalformedNpyHeaderSaysWhatIsWrong) {
   }
 }
 
+// The decompressed bytes of a .gz file (gzip is part of every Debian system).
+std::string Gunzip(const fs::path& p) {
+  std::string out;
+  FILE* f = popen(("gzip -dc '" + p.string() + "'").c_str(), "r");
+  if (!f) return out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  pclose(f);
+  return out;
+}
+
+TEST(DataIoCli, ClassListMapsSynsetFoldersToTheModelsLabels) {
+  const fs::path dir = TempDir();
+  const std::string images = Gunzip(kFashion / "t10k-images-idx3-ubyte.gz");
+  const std::string labels = Gunzip(kFashion / "t10k-labels-idx1-ubyte.gz");
+  ASSERT_EQ(images.size(), 16u + 10000 * 784);
+  ASSERT_EQ(labels.size(), 8u + 10000);
+  // Ten synset-like class names; folders for classes 3 (dress) and 7 (sneaker) only,
+  // 8 test images each.
+  std::string list;
+  for (int c = 0; c < 10; ++c) list += "n0" + std::to_string(1000000 + 37 * c) + "\n";
+  WriteFile(dir / "synsets.txt", list);
+  auto synset = [](int c) { return "n0" + std::to_string(1000000 + 37 * c); };
+  int written[10] = {};
+  for (int i = 0; i < 10000; ++i) {
+    const int c = static_cast<unsigned char>(labels[8 + static_cast<size_t>(i)]);
+    if ((c != 3 && c != 7) || written[c] == 8) continue;
+    WriteFile(dir / "imgs" / synset(c) / (std::to_string(i) + ".png"),
+              GrayPng(28, 28, reinterpret_cast<const unsigned char*>(images.data()) + 16 + i * 784));
+    ++written[c];
+  }
+  const std::string model = (kExample / "resnet.onnx").string();
+  auto eval = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"eval",         model, "--data", (dir / "imgs").string(),
+                                  "--preprocess", kSpec, "--json", (dir / "r.json").string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  // With the list: labels 3 and 7, the model's own (it gets 12 of these 16 right).
+  const auto with = eval({"--classes", (dir / "synsets.txt").string()});
+  const Result r = RunSeqto(with);
+  ASSERT_EQ(r.exit_code, 0) << Describe(with, r);
+  EXPECT_EQ(r.err, "");
+  auto j = nlohmann::json::parse(ReadFile(dir / "r.json"));
+  EXPECT_GE(j["accuracy"]["top1"].get<double>(), 60.0) << r.out;
+  EXPECT_EQ(j["labels"], "class folders, class list " + (dir / "synsets.txt").string());
+  // Without it: sorted positions 0 and 1 (wrong for this model), said on stderr once.
+  const auto without = eval({});
+  const Result n = RunSeqto(without);
+  ASSERT_EQ(n.exit_code, 0) << Describe(without, n);
+  ASSERT_EQ(n.ErrLines().size(), 1u) << n.err;
+  EXPECT_NE(n.err.find("seqto: note: image folder '" + (dir / "imgs").string() +
+                       "': labels are the class folders' "
+                       "sorted positions (" +
+                       synset(3) + " = 0, " + synset(7) + " = 1)"),
+            std::string::npos)
+      << n.err;
+  EXPECT_NE(n.err.find("--classes FILE"), std::string::npos) << n.err;
+  j = nlohmann::json::parse(ReadFile(dir / "r.json"));
+  EXPECT_LE(j["accuracy"]["top1"].get<double>(), 20.0) << n.out;
+  // A folder that is not in the list: one error naming it.
+  WriteFile(dir / "imgs/n09999999/x.png", GrayPng(28, 28, reinterpret_cast<const unsigned char*>(images.data()) + 16));
+  ExpectUserError(eval({"--classes", (dir / "synsets.txt").string()}),
+                  {(dir / "imgs/n09999999").string(), "not in the class list", "synsets.txt"});
+  // analyze takes the flag too.
+  ExpectUserError({"analyze", model, "--data", (dir / "imgs").string(), "--classes", (dir / "synsets.txt").string()},
+                  {"n09999999", "not in the class list"});
+}
+
 }  // namespace
 }  // namespace seqto

@@ -26,63 +26,6 @@ const fs::path kExample = kSource / "examples/fashion-mnist";
 const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
 const std::string kSpec = "scale=0.00392157,mean=0.2860,std=0.3530,color=gray,layout=nchw";
 
-// ---------------------------------------------------------------- a PNG writer
-// Independent of libpng (this binary does not link it): zlib "stored" blocks need
-// no compressor, only CRC-32 and Adler-32.
-
-uint32_t Crc32(const std::string& data) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : data) c = table[(c ^ b) & 0xff] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
-std::string Be32(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
-}
-
-std::string Chunk(const std::string& type, const std::string& data) {
-  return Be32(static_cast<uint32_t>(data.size())) + type + data + Be32(Crc32(type + data));
-}
-
-// An 8-bit grayscale PNG (rows of `w` bytes, filter 0).
-std::string GrayPng(int w, int h, const unsigned char* pixels) {
-  std::string raw;
-  for (int y = 0; y < h; ++y) {
-    raw += '\0';
-    raw.append(reinterpret_cast<const char*>(pixels + y * w), static_cast<size_t>(w));
-  }
-  uint32_t a = 1, b = 0;
-  for (unsigned char c : raw) {
-    a = (a + c) % 65521;
-    b = (b + a) % 65521;
-  }
-  std::string z = "\x78\x01";  // zlib header
-  for (size_t pos = 0; pos < raw.size() || pos == 0; pos += 65535) {
-    const size_t n = std::min<size_t>(65535, raw.size() - pos);
-    const bool last = pos + n >= raw.size();
-    z += static_cast<char>(last ? 1 : 0);
-    z += static_cast<char>(n & 0xff);
-    z += static_cast<char>(n >> 8);
-    z += static_cast<char>(~n & 0xff);
-    z += static_cast<char>((~n >> 8) & 0xff);
-    z += raw.substr(pos, n);
-    if (last) break;
-  }
-  z += Be32((b << 16) | a);
-  const std::string ihdr =
-      Be32(static_cast<uint32_t>(w)) + Be32(static_cast<uint32_t>(h)) + std::string("\x08\x00\x00\x00\x00", 5);
-  return std::string("\x89PNG\r\n\x1a\n", 8) + Chunk("IHDR", ihdr) + Chunk("IDAT", z) + Chunk("IEND", "");
-}
-
 // The decompressed bytes of a .gz file (gzip is part of every Debian system).
 std::string Gunzip(const fs::path& p) {
   std::string out;

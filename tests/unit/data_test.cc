@@ -375,6 +375,87 @@ TEST(ImageData, ClassFoldersFlatFoldersAndSingleFiles) {
   EXPECT_EQ((*(*one)->Get(0))[0].ToDoubles(), std::vector<double>(4, 2.0));
 }
 
+TEST(ImageData, ClassListGivesFolderLabels) {
+  const fs::path dir = TempDir();
+  // Synset folders for 2 of 5 classes, JPEG and PNG.
+  WriteFile(dir / "classes.txt", "n01440764\nn01443537\r\nn01484850\n  n01491361  \nn01494475\n\n");
+  WriteFile(dir / "imgs/n01491361/a.png", GrayPng(2, 2, 1));
+  WriteFile(dir / "imgs/n01491361/b.png", GrayPng(2, 2, 2));
+  WriteFile(dir / "imgs/n01443537/c.jpg", EncodeJpeg(2, 2, 1, std::vector<uint8_t>(4, 9)));
+  DataOptions o;
+  o.classes_path = (dir / "classes.txt").string();
+  auto ds = OpenDataset((dir / "imgs").string(), o);
+  ASSERT_TRUE(ds.ok()) << ds.error().message;
+  // Sorted by path: n01443537 (line 1), then n01491361 (line 3) twice.
+  EXPECT_EQ((*ds)->labels(), (std::vector<int64_t>{1, 3, 3}));
+  EXPECT_EQ((*ds)->class_names().size(), 5u);
+  EXPECT_EQ((*ds)->class_names()[3], "n01491361");
+  EXPECT_EQ((*ds)->labels_source(), "class folders, class list " + o.classes_path);
+  // Integer folder names go through the list too when one is given.
+  WriteFile(dir / "numeric.txt", "x\n7\n3\n");
+  WriteFile(dir / "num/3/a.png", GrayPng(1, 1, 0));
+  WriteFile(dir / "num/7/a.png", GrayPng(1, 1, 0));
+  o.classes_path = (dir / "numeric.txt").string();
+  auto num = OpenDataset((dir / "num").string(), o);
+  ASSERT_TRUE(num.ok()) << num.error().message;
+  EXPECT_EQ((*num)->labels(), (std::vector<int64_t>{2, 1}));
+  // A folder that is not in the list is an error naming it, with a hint when the
+  // list's lines carry descriptions after the name.
+  WriteFile(dir / "imgs/n99999999/d.png", GrayPng(2, 2, 3));
+  o.classes_path = (dir / "classes.txt").string();
+  ExpectError(OpenDataset((dir / "imgs").string(), o),
+              {(dir / "imgs/n99999999").string(), "class folder 'n99999999' is not in the class list",
+               "classes.txt (5 classes)"});
+  WriteFile(dir / "synsets.txt", "n01440764 tench, Tinca tinca\nn01443537 goldfish\n");
+  WriteFile(dir / "two/n01443537/a.png", GrayPng(1, 1, 0));
+  o.classes_path = (dir / "synsets.txt").string();
+  ExpectError(OpenDataset((dir / "two").string(), o),
+              {"'n01443537' is not in the class list", "whole class names", "'n01443537 goldfish'"});
+  // Bad lists name the file and line.
+  const std::pair<std::string, std::vector<std::string>> bad[] = {
+      {"a\n\nb\n", {"line 2 is empty"}},
+      {"a\nb\na\n", {"line 3: class 'a' is already on line 1"}},
+      {"\n \n", {"no class names"}},
+  };
+  for (const auto& [text, parts] : bad) {
+    WriteFile(dir / "bad.txt", text);
+    o.classes_path = (dir / "bad.txt").string();
+    auto parts_with_file = parts;
+    parts_with_file.push_back((dir / "bad.txt").string());
+    ExpectError(OpenDataset((dir / "imgs").string(), o), parts_with_file);
+  }
+  o.classes_path = (dir / "missing.txt").string();
+  ExpectError(OpenDataset((dir / "imgs").string(), o), {"missing.txt", "no such file (class list)"});
+  // A class list needs class folders, and does not go with a labels file.
+  o.classes_path = (dir / "classes.txt").string();
+  ASSERT_TRUE(WriteNpy((dir / "x.npy").string(), Tensor(DType::kFloat32, {2, 3})).ok());
+  ExpectError(OpenDataset((dir / "x.npy").string(), o), {"classes.txt", "x.npy", "not an image folder with class"});
+  WriteFile(dir / "flat/a.png", GrayPng(1, 1, 0));
+  ExpectError(OpenDataset((dir / "flat").string(), o), {"flat", "not an image folder with class sub-folders"});
+  o.labels_path = (dir / "x.npy").string();
+  ExpectError(OpenDataset((dir / "imgs").string(), o), {"classes.txt", "x.npy", "both given"});
+}
+
+TEST(ImageData, SortedPositionLabelsAreNotedOnceOnStderr) {
+  const fs::path dir = TempDir();
+  WriteFile(dir / "imgs/n02/a.png", GrayPng(1, 1, 0));
+  WriteFile(dir / "imgs/n01/a.png", GrayPng(1, 1, 0));
+  WriteFile(dir / "imgs/n03/a.png", GrayPng(1, 1, 0));
+  WriteFile(dir / "num/4/a.png", GrayPng(1, 1, 0));
+  testing::internal::CaptureStderr();
+  auto first = OpenDataset((dir / "imgs").string());
+  auto second = OpenDataset((dir / "imgs").string());  // the tuner opens a folder for several sets
+  auto numeric = OpenDataset((dir / "num").string());
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(first.ok() && second.ok() && numeric.ok());
+  EXPECT_EQ((*first)->labels(), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ((*numeric)->labels(), (std::vector<int64_t>{4}));  // integer names: no note
+  EXPECT_EQ(err, "seqto: note: image folder '" + (dir / "imgs").string() +
+                     "': labels are the class folders' sorted positions (n01 = 0, ..., n03 = 2); if the model's "
+                     "classes are not exactly these folders, give a class list (--classes FILE; \"classes\" in a "
+                     "tune config)\n");
+}
+
 TEST(ImageData, ColorFromTheModelInput) {
   const fs::path dir = TempDir();
   WriteFile(dir / "rgb/c/x.png", EncodePng(2, 1, PNG_COLOR_TYPE_RGB, 8, {100, 150, 200, 0, 0, 0}));

@@ -162,6 +162,23 @@ TEST(TuneConfig, DefaultsAndRelativePaths) {
   EXPECT_EQ(c->objectives.size(), 3u);
 }
 
+TEST(TuneConfig, ClassListPerSetAndAsDataDefault) {
+  // data.classes goes to the evaluation set and the sets that default to its data;
+  // a set's own key wins; paths are relative to the config.
+  json j = json::parse(R"({"model": "m.onnx", "data": {"classes": "synsets.txt",
+      "eval": "imgs", "ranking": {"path": "other", "classes": "other.txt"}}})");
+  auto c = ParseTuneConfig(j, "/cfg/tune.json");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->eval.classes, "/cfg/synsets.txt");
+  EXPECT_EQ(c->calibration.classes, "/cfg/synsets.txt");
+  EXPECT_EQ(c->ranking.classes, "/cfg/other.txt");
+  EXPECT_EQ(c->ToJson()["data"]["eval"]["classes"], "/cfg/synsets.txt");
+  j["data"]["classes"] = 3;
+  auto bad = ParseTuneConfig(j, "/cfg/tune.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("data.classes"), std::string::npos) << bad.error().message;
+}
+
 TEST(TuneConfig, ErrorsNameTheKey) {
   struct Case {
     std::function<void(json&)> edit;
