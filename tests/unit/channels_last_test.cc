@@ -284,5 +284,46 @@ TEST(ChannelsLast, QuantizedExamplesRunChannelsLast) {
   }
 }
 
+// Fused activations keep NaN as the unfused ops do (ONNX Runtime too): oneDNN's
+// relu and clip post-ops alone would turn it into 0 or the clip bound.
+TEST(ChannelsLast, FusedConvActivationsKeepNaNAsTheUnfusedOps) {
+  std::mt19937 rng(5);
+  const ir::Model m = ChainModel(rng);
+  Tensor x = RandomTensor({2, 5, 9, 7}, rng);
+  float* p = x.data<float>();
+  p[3] = std::nanf("");
+  p[200] = std::nanf("");
+  p[400] = INFINITY;  // inf times a zero-padded window and inf - inf give NaN too
+  const TensorMap feeds = {{"x", x}};
+  SessionOptions unfused;
+  unfused.optimize = false;
+  const TensorMap want = RunModel(m, unfused, feeds);
+  ASSERT_FALSE(want.empty());
+  const auto want_r = want.at("r").ToDoubles();
+  size_t nans = 0;
+  for (double v : want_r) nans += std::isnan(v);
+  ASSERT_GT(nans, 0u) << "the test input must reach the outputs as NaN";
+  for (bool channels_last : {true, false}) {
+    SCOPED_TRACE(channels_last ? "channels_last" : "nchw");
+    SessionOptions fused;
+    fused.channels_last = channels_last;
+    const TensorMap got = RunModel(m, fused, feeds);
+    ASSERT_FALSE(got.empty());
+    for (const char* name : {"r", "y"}) {
+      const auto a = want.at(name).ToDoubles(), b = got.at(name).ToDoubles();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(std::isnan(a[i]), std::isnan(b[i])) << name << " at " << i << ": " << a[i] << " vs " << b[i];
+        if (!std::isnan(a[i])) {
+          ASSERT_NEAR(a[i], b[i], 1e-4 + 1e-4 * std::fabs(a[i])) << name << " at " << i;
+        }
+      }
+    }
+    // Finite inputs afterwards take the fused path again and still agree.
+    const TensorMap finite = {{"x", RandomTensor({2, 5, 9, 7}, rng)}};
+    ExpectClose(RunModel(m, unfused, finite).at("r"), RunModel(m, fused, finite).at("r"), "finite r");
+  }
+}
+
 }  // namespace
 }  // namespace seqto

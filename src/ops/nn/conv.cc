@@ -16,6 +16,7 @@
 // oneDNN applies them as post-ops (sum, eltwise) while the output is in cache.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "ops/nn/dnnl_util.h"
@@ -69,11 +70,18 @@ struct PostOps {
   Activation activation = Activation::kNone;
   float p0 = 0, p1 = 0;  // Clip: min, max; LeakyRelu: alpha
 
+  // oneDNN's relu (alpha 0) and clip post-ops compute max/min, which turn NaN into
+  // a bound; the unfused ops (and ONNX Runtime) keep NaN.
+  bool LosesNaN() const {
+    return activation == Activation::kRelu || activation == Activation::kClip ||
+           (activation == Activation::kLeakyRelu && p0 == 0.f);
+  }
+
   template <typename T>
   T Activate(T v) const {
     switch (activation) {
-      case Activation::kRelu:
-        return v > T(0) ? v : T(0);
+      case Activation::kRelu:  // NaN stays NaN, as in the unfused Relu
+        return v < T(0) ? T(0) : v;
       case Activation::kClip:
         return v < T(p0) ? T(p0) : (v > T(p1) ? T(p1) : v);
       case Activation::kLeakyRelu:
@@ -127,6 +135,15 @@ Status ApplyPostOpsReference(const PostOps& post, const Tensor* sum, Tensor& y) 
     for (int64_t i = 0; i < y.numel(); ++i) p[i] = post.Activate(p[i]);
   }
   return Status::Ok();
+}
+
+// True if no element of a float32 tensor is NaN or infinite (a vectorizable scan).
+bool AllFinite(const Tensor* t) {
+  if (!t) return true;
+  const auto* u = static_cast<const uint32_t*>(t->raw());
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < t->numel(); ++i) bad |= static_cast<uint32_t>((u[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
 }
 
 // The reference: one output element at a time, accumulated in double.
@@ -193,6 +210,7 @@ class ConvKernel final : public Kernel {
   Status Prepare(const Tensor* w, bool with_bias) {
     if (!w) return Status::Ok();
     const_w_ = *w;
+    const_w_finite_ = w->dtype() != DType::kFloat32 || AllFinite(w);
     if (w->rank() < 3 || w->rank() > 5)
       return InputError(1, "W has shape " + ShapeToString(w->shape()) + ", expected rank 3 to 5");
     if (w->dim(0) % group_ != 0)
@@ -245,9 +263,7 @@ class ConvKernel final : public Kernel {
       // As below: a broadcast Sum runs unfused.
       if (!reference_only_ && g.in_channels > 0 && x.dtype() == DType::kFloat32 &&
           (!sum || sum->shape() == y.shape())) {
-        auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
-                               [&] { return MakePlan(g, x_shape, w.shape(), b != nullptr); });
-        if (plan) return Execute(*plan, x, w, b, sum, y);
+        if (std::optional<Status> done = RunFast(g, x_shape, x, w, b, sum, y)) return *done;
       }
       return RunChannelsLastReference(g, x, w, b, sum, y);
     }
@@ -258,15 +274,33 @@ class ConvKernel final : public Kernel {
     // The sum post-op needs Sum shaped exactly like Y; a broadcast Add (rare) runs unfused.
     const bool fusable = !sum || sum->shape() == y.shape();
     if (!reference_only_ && g.in_channels > 0 && fusable) {
-      auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
-                             [&] { return MakePlan(g, x.shape(), w.shape(), b != nullptr); });
-      if (plan) return Execute(*plan, x, w, b, sum, y);
+      if (std::optional<Status> done = RunFast(g, x.shape(), x, w, b, sum, y)) return *done;
     }
     ConvReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
     return ApplyPostOpsReference<float>(post_, sum, y);
   }
 
  private:
+  // The oneDNN path; nullopt when oneDNN cannot run this shape (the caller falls back
+  // to the reference). When the activation post-op would turn NaN into a number and
+  // an input holds a non-finite value, the activation runs after the primitive
+  // instead, as the unfused ops would compute it.
+  std::optional<Status> RunFast(const ConvGeometry& g, const Shape& x_shape, const Tensor& x, const Tensor& w,
+                                const Tensor* b, const Tensor* sum, Tensor& y) {
+    const bool separate = post_.LosesNaN() && !(AllFinite(&x) && AllFinite(sum) && AllFinite(b) &&
+                                                (const_w_.defined() ? const_w_finite_ : AllFinite(&w)));
+    auto& cache = separate ? plans_without_activation_ : plans_;
+    auto plan = cache.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
+                          [&] { return MakePlan(g, x_shape, w.shape(), b != nullptr, !separate); });
+    if (!plan) return std::nullopt;
+    Status s = Execute(*plan, x, w, b, sum, y);
+    if (s.ok() && separate) {
+      float* p = y.data<float>();
+      for (int64_t i = 0; i < y.numel(); ++i) p[i] = post_.Activate(p[i]);
+    }
+    return s;
+  }
+
   // The reference on channels-last tensors: through channels-first copies.
   Status RunChannelsLastReference(const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b,
                                   const Tensor* sum, Tensor& y) {
@@ -287,7 +321,8 @@ class ConvKernel final : public Kernel {
 
   // Builds the oneDNN primitive for one shape (x: N x C x spatial, whatever the
   // kernel's layout); null when oneDNN cannot do it.
-  std::shared_ptr<ConvPlan> MakePlan(const ConvGeometry& g, const Shape& x, const Shape& w, bool with_bias) {
+  std::shared_ptr<ConvPlan> MakePlan(const ConvGeometry& g, const Shape& x, const Shape& w, bool with_bias,
+                                     bool with_activation = true) {
     try {
       auto plan = std::make_shared<ConvPlan>();
       plan->has_bias = with_bias;
@@ -317,7 +352,7 @@ class ConvKernel final : public Kernel {
       {
         dnnl::post_ops ops;
         if (post_.sum) ops.append_sum(1.f);
-        switch (post_.activation) {
+        switch (with_activation ? post_.activation : PostOps::Activation::kNone) {
           case PostOps::Activation::kRelu:
             ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
             break;
@@ -349,7 +384,7 @@ class ConvKernel final : public Kernel {
       for (const auto& d : g.dims) positions *= d.out;
       // oneDNN applies post-ops to the GEMM-based NCHW conv in a separate slow pass, so a
       // fused conv always prefers the blocked layouts (measured on the bench CNNs).
-      const bool has_post_ops = post_.sum || post_.activation != PostOps::Activation::kNone;
+      const bool has_post_ops = post_.sum || (with_activation && post_.activation != PostOps::Activation::kNone);
       const auto layouts = du::ConvLayouts(pointwise && positions >= 400 && !has_post_ops, g.in_channels,
                                            g.out_channels, channels_last_);
       bool ok = false;
@@ -428,7 +463,9 @@ class ConvKernel final : public Kernel {
   bool reference_only_;
   Tensor const_w_;   // constant W (undefined when W is not constant)
   memory packed_w_;  // const_w_ as the latest plan wants it (packed at creation)
+  bool const_w_finite_ = true;
   du::ShapeCache<ConvPlan> plans_;
+  du::ShapeCache<ConvPlan> plans_without_activation_;  // for inputs with NaN or infinity
 };
 
 }  // namespace
