@@ -1,6 +1,7 @@
 #include "data/sampling.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -142,6 +143,38 @@ Expected<std::unique_ptr<BatchIterator>> BatchIterator::Create(std::shared_ptr<c
   return it;
 }
 
+namespace {
+
+// The first NaN or infinite element of a float tensor, or -1. Metrics, rankings and
+// calibration ranges computed from such inputs look plausible but mean nothing.
+template <typename T>
+int64_t FirstNonFinite(const Tensor& t) {
+  const T* p = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(p[i])) return i;
+  return -1;
+}
+
+Status CheckFinite(const Tensor& t, const std::string& sample) {
+  int64_t at = -1;
+  double value = 0;
+  if (t.dtype() == DType::kFloat32) {
+    at = FirstNonFinite<float>(t);
+    if (at >= 0) value = t.data<float>()[at];
+  } else if (t.dtype() == DType::kFloat64) {
+    at = FirstNonFinite<double>(t);
+    if (at >= 0) value = t.data<double>()[at];
+  }
+  if (at < 0) return Status::Ok();
+  return UserError(sample + ": element " + std::to_string(at) + " is " +
+                   (std::isnan(value) ? "NaN"
+                    : value > 0       ? "+inf"
+                                      : "-inf") +
+                   " (evaluation, ranking and calibration data must be finite)");
+}
+
+}  // namespace
+
 Expected<std::vector<Tensor>> BatchIterator::Load(int64_t index) const {
   SEQTO_ASSIGN_OR_RETURN(auto tensors, dataset_->Get(index));
   if (tensors.size() != feed_names_.size())
@@ -169,6 +202,7 @@ Expected<std::vector<Tensor>> BatchIterator::Load(int64_t index) const {
                          target.name + "' is " + DTypeName(target.dtype));
       t = ToFloat32(t);
     }
+    SEQTO_RETURN_IF_ERROR(CheckFinite(t, dataset_->SampleName(index)));
   }
   return tensors;
 }

@@ -56,7 +56,9 @@ struct Batch {
 // its target's per-sample shape where only unit dimensions differ (an idx image
 // 28x28 feeds a model input [N,1,28,28]), and converted to float32 when the target
 // is float32. Without targets, feeds are named "input_0", "input_1", ... (or by the
-// data's names) and samples keep their shape and type.
+// data's names) and samples keep their shape and type. A float sample holding NaN or
+// an infinity is an error naming the sample and element: metrics, rankings and
+// calibration ranges computed from it would look plausible and mean nothing.
 class BatchIterator {
  public:
   // Checks the binding and the first sample up front, so a data set that does not

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -225,6 +226,17 @@ TEST(DataIoCli, MalformedNpyHeaderSaysWhatIsWrong) {
       EXPECT_EQ(r.err.find("Fortran"), std::string::npos) << r.err;
     }
   }
+}
+
+TEST(DataIoCli, NonFiniteDataIsRefusedNamingTheSample) {
+  const fs::path dir = TempDir();
+  Tensor nan(DType::kFloat32, {4, 1, 28, 28});
+  for (int64_t i = 0; i < nan.numel(); ++i) nan.data<float>()[i] = std::nanf("");
+  const std::string data = (dir / "nan.npy").string();
+  ASSERT_TRUE(WriteNpy(data, nan).ok());
+  const std::string model = (kExample / "resnet.onnx").string();
+  ExpectUserError({"eval", model, "--data", data}, {data + "[0]", "element 0 is NaN", "must be finite"});
+  ExpectUserError({"analyze", model, "--data", data}, {"calibration data", data + "[0]", "element 0 is NaN"});
 }
 
 // The decompressed bytes of a .gz file (gzip is part of every Debian system).

@@ -13,6 +13,7 @@
 #include <jpeglib.h>
 // clang-format on
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -670,6 +671,26 @@ TEST(Batching, StacksFitsConvertsAndCarriesLabels) {
                                     {{"a", DType::kUndefined, std::nullopt}, {"b", DType::kUndefined, std::nullopt}}),
               {"2 inputs", "'a'", "'b'", "gives 1"});
   ExpectError(BatchIterator::Create(*ds, indices, 0), {"batch size"});
+}
+
+TEST(Batching, NonFiniteSamplesAreAnErrorNamingTheSample) {
+  const fs::path dir = TempDir();
+  Tensor t = Tensor::FromVector<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  t.data<float>()[3] = std::nanf("");
+  t.data<float>()[4] = -INFINITY;
+  ASSERT_TRUE(WriteNpy((dir / "x.npy").string(), t).ok());
+  auto ds = OpenDataset((dir / "x.npy").string());
+  ASSERT_TRUE(ds.ok()) << ds.error().message;
+  auto it = BatchIterator::Create(*ds, {0, 1, 2}, 3, {});
+  ASSERT_TRUE(it.ok()) << it.error().message;  // the first sample is finite
+  Batch b;
+  ExpectError((*it)->Next(b), {(dir / "x.npy").string() + "[1]", "element 1 is NaN", "must be finite"});
+  auto from_two = BatchIterator::Create(*ds, {2}, 1, {});
+  ExpectError(from_two, {"x.npy[2]: element 0 is -inf"});
+  Tensor d = Tensor::FromVector<double>({1, 2}, {0, INFINITY});
+  ASSERT_TRUE(WriteNpy((dir / "d.npy").string(), d).ok());
+  ExpectError(BatchIterator::Create(*OpenDataset((dir / "d.npy").string()), {0}, 1, {}),
+              {"d.npy[0]: element 1 is +inf"});
 }
 
 TEST(Batching, ImagesOfDifferentSizesInOneBatch) {
