@@ -52,6 +52,22 @@ PreprocessSpec Resolve(PreprocessSpec spec, const std::optional<Shape>& input) {
   return spec;
 }
 
+// With a fixed output size (crop, or resize=HxW), images that cannot fit the model
+// input are refused before any is decoded or resized (a typo such as
+// resize=32768x32768 would otherwise allocate gigabytes first).
+Status CheckImageSize(const PreprocessSpec& spec, const std::optional<Shape>& input) {
+  const int64_t h = spec.crop_h > 0 ? spec.crop_h : spec.resize_h;
+  const int64_t w = spec.crop_h > 0 ? spec.crop_w : spec.resize_w;
+  if (h <= 0 || !input || input->size() != 4) return Status::Ok();
+  const bool nhwc = spec.layout == Layout::kNhwc;
+  const int64_t ih = (*input)[nhwc ? 1 : 2], iw = (*input)[nhwc ? 2 : 3];
+  if ((ih > 0 && ih != h) || (iw > 0 && iw != w))
+    return UserError("preprocess " + std::string(spec.crop_h > 0 ? "crop" : "resize") + " gives " + std::to_string(h) +
+                     "x" + std::to_string(w) + " images, but the model input is " + ShapeToString(*input) + " (" +
+                     (ih > 0 ? std::to_string(ih) : "?") + "x" + (iw > 0 ? std::to_string(iw) : "?") + ")");
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace internal {
@@ -156,6 +172,7 @@ Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const Da
     } else if (HasIdxFiles(p, idx_example)) {
       return UserError(path + ": a folder of idx files; give the images file itself (e.g. " + idx_example + ")");
     } else {
+      SEQTO_RETURN_IF_ERROR(CheckImageSize(spec, options.input_shape));
       ds = internal::OpenImageFolder(path, spec, class_list);
     }
   } else if (fs::is_regular_file(status)) {
@@ -171,7 +188,8 @@ Expected<std::shared_ptr<Dataset>> OpenDataset(const std::string& path, const Da
     if (raw.size() >= 6 && std::memcmp(raw.data(), "\x93NUMPY", 6) == 0) {
       ds = internal::OpenNpyDataset(path, spec);
     } else if (LooksLikeImage(raw)) {
-      ds = internal::OpenImageFolder(path, spec);
+      SEQTO_RETURN_IF_ERROR(CheckImageSize(spec, options.input_shape));
+      ds = internal::OpenImageFolder(path, spec, class_list);
     } else if (internal::IsIdxHeader(head)) {
       ds = internal::OpenIdxDataset(path, spec, /*find_labels=*/options.labels_path.empty());
     } else {

@@ -11,6 +11,8 @@ namespace {
 
 // Largest resize/crop extent: a typo must not ask for a gigapixel image.
 constexpr int64_t kMaxExtent = 1 << 15;
+// Largest resized image (before any crop): both extents may be large, not both at once.
+constexpr uint64_t kMaxResizedBytes = uint64_t{256} << 20;
 
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -384,6 +386,10 @@ Expected<Tensor> PreprocessImage(const Image& image, const PreprocessSpec& spec)
   if (h <= 0 || w <= 0)
     return UserError("resize gives an empty image (" + std::to_string(h) + "x" + std::to_string(w) + ") from " +
                      std::to_string(image.height) + "x" + std::to_string(image.width));
+  if (static_cast<uint64_t>(h) * static_cast<uint64_t>(w) * static_cast<uint64_t>(ch) > kMaxResizedBytes)
+    return UserError("resize to " + std::to_string(h) + "x" + std::to_string(w) + " from " +
+                     std::to_string(image.height) + "x" + std::to_string(image.width) + " would make an image over " +
+                     std::to_string(kMaxResizedBytes >> 20) + " MiB");
   const Image resized = (h != image.height || w != image.width) ? ResizeBilinear(image, h, w) : Image{};
   const Image& src = (h != image.height || w != image.width) ? resized : image;
   int64_t top = 0, left = 0, oh = h, ow = w;

@@ -239,6 +239,24 @@ TEST(DataIoCli, NonFiniteDataIsRefusedNamingTheSample) {
   ExpectUserError({"analyze", model, "--data", data}, {"calibration data", data + "[0]", "element 0 is NaN"});
 }
 
+TEST(DataIoCli, HugeResizeIsRefusedBeforeAllocating) {
+  const fs::path dir = TempDir();
+  std::vector<unsigned char> pixels(28 * 28, 100);
+  WriteFile(dir / "imgs/0/a.png", GrayPng(28, 28, pixels.data()));
+  const std::string model = (kExample / "resnet.onnx").string();
+  const std::vector<std::string> no_crop = {
+      "eval", model, "--data", (dir / "imgs").string(), "--preprocess", "resize=32768x32768"};
+  const Measured a = RunMeasured(no_crop, dir);
+  ExpectOneErrorLine(no_crop, a.r, {"resize gives 32768x32768 images", "the model input is", "(28x28)"});
+  EXPECT_LT(a.max_rss_kib, 300 * 1024) << "peak memory";
+  // With a crop that fits, the resized image itself is too large.
+  const std::vector<std::string> crop = {
+      "eval", model, "--data", (dir / "imgs").string(), "--preprocess", "resize=32768x32768,crop=28"};
+  const Measured b = RunMeasured(crop, dir);
+  ExpectOneErrorLine(crop, b.r, {"a.png", "resize to 32768x32768 from 28x28 would make an image over 256 MiB"});
+  EXPECT_LT(b.max_rss_kib, 300 * 1024) << "peak memory";
+}
+
 // The decompressed bytes of a .gz file (gzip is part of every Debian system).
 std::string Gunzip(const fs::path& p) {
   std::string out;
