@@ -5,7 +5,8 @@
 //   - an ONNX test_data_set_* folder (input_0.pb, ...), or a folder of them
 //   - MNIST idx files (gzipped or not), with the labels file next to the images
 // Samples are produced on demand (Get), so a large image folder is never in memory
-// at once; the npy, idx and test-set formats are read into memory when opened.
+// at once; idx files are read row by row (see Prefetch); the npy and test-set formats
+// are read into memory when opened.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,13 @@ class Dataset {
   // dimension, preprocessed. Thread-safe: samples may be decoded in parallel.
   // Errors name the file (and the sample index when the file holds many samples).
   virtual Expected<std::vector<Tensor>> Get(int64_t index) const = 0;
+  // Reads the samples `indices` ahead where the format cannot seek cheaply (a gzipped
+  // idx file: one pass, keeping only those); Get works without it. BatchIterator
+  // calls it with the samples a run will use.
+  virtual Status Prefetch(const std::vector<int64_t>& indices) const {
+    (void)indices;
+    return Status::Ok();
+  }
   // Where sample `index` comes from ("images/3/0042.png", "data.npy[17]"), for messages.
   virtual std::string SampleName(int64_t index) const = 0;
 

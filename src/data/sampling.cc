@@ -135,6 +135,7 @@ Expected<std::unique_ptr<BatchIterator>> BatchIterator::Create(std::shared_ptr<c
     it->targets_ = targets;
     for (const auto& t : targets) it->feed_names_.push_back(t.name);
   }
+  SEQTO_RETURN_IF_ERROR(dataset->Prefetch(it->indices_));
   // Decode the first sample now: a mismatch should fail before a long run.
   if (!it->indices_.empty()) {
     auto first = it->Load(it->indices_[0]);

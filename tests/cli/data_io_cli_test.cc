@@ -257,6 +257,35 @@ TEST(DataIoCli, HugeResizeIsRefusedBeforeAllocating) {
   EXPECT_LT(b.max_rss_kib, 300 * 1024) << "peak memory";
 }
 
+// A 0.3 MB .gz idx file that inflates to 400000 x 28 x 28 (313 MB): asking for 8
+// samples must not hold the whole array in memory.
+TEST(DataIoCli, IdxSamplesAreReadOnlyAsFarAsAsked) {
+  const fs::path dir = TempDir();
+  const fs::path gz = dir / "big-images-idx3-ubyte.gz";
+  FILE* f = popen(("gzip -9 -c > '" + gz.string() + "'").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const std::string header = std::string("\0\0\x08\x03", 4) + std::string("\x00\x06\x1a\x80", 4) +  // 400000
+                             std::string("\0\0\0\x1c", 4) + std::string("\0\0\0\x1c", 4);           // 28, 28
+  fwrite(header.data(), 1, header.size(), f);
+  std::vector<char> rows(784 * 1000, 0);
+  for (int i = 0; i < 400; ++i) fwrite(rows.data(), 1, rows.size(), f);
+  ASSERT_EQ(pclose(f), 0);
+  EXPECT_LT(fs::file_size(gz), 1u << 20);
+  for (const std::string samples : {"8", "2000"}) {
+    SCOPED_TRACE(samples);
+    const std::vector<std::string> args = {"eval",      (kExample / "resnet.onnx").string(),
+                                           "--data",    gz.string(),
+                                           "--samples", samples,
+                                           "--threads", "1",
+                                           "--json",    (dir / "r.json").string()};
+    const Measured m = RunMeasured(args, dir);
+    ASSERT_EQ(m.r.exit_code, 0) << Describe(args, m.r);
+    std::printf("[ info ] --samples %s: peak memory %ld MiB\n", samples.c_str(), m.max_rss_kib / 1024);
+    EXPECT_LT(m.max_rss_kib, 200 * 1024) << "peak memory (the data alone is 313 MB)";
+    EXPECT_EQ(nlohmann::json::parse(ReadFile(dir / "r.json"))["samples"], std::stoi(samples));
+  }
+}
+
 // The decompressed bytes of a .gz file (gzip is part of every Debian system).
 std::string Gunzip(const fs::path& p) {
   std::string out;
