@@ -1,10 +1,14 @@
+#include "core/tensor.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 
+#include "core/file_util.h"
 #include "core/npy.h"
 #include "core/shape.h"
-#include "core/tensor.h"
 
 namespace seqto {
 namespace {
@@ -14,6 +18,39 @@ TEST(Shape, BroadcastFollowsNumpy) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s, (Shape{2, 3, 4}));
   EXPECT_FALSE(BroadcastShapes({2, 3}, {4}).ok());
+}
+
+// A write that fails (here: the temporary file is a link to /dev/full, a full disk
+// for every write) is an error with the system's reason; neither the target nor the
+// temporary file is left. Renaming onto a folder fails the same way.
+TEST(Tensor, FailedWritesLeaveNoFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("seqto_writes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string target = (dir / "x.npy").string();
+  const AtomicFileWriter probe(target);
+  fs::create_symlink("/dev/full", probe.temp_path());
+  const Status s = WriteNpy(target, Tensor(DType::kFloat32, {4}));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(target + ": write failed: No space left on device"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_FALSE(fs::is_symlink(probe.temp_path()));
+  fs::create_symlink("/dev/full", probe.temp_path());
+  const Status t = WriteFileAtomic(target, "small");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("No space left on device"), std::string::npos) << t.message();
+  EXPECT_FALSE(fs::is_symlink(probe.temp_path()));
+  fs::create_directories(dir / "taken");
+  const Status r = WriteFileAtomic((dir / "taken").string(), "bytes");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cannot rename temporary file into place: Is a directory"), std::string::npos)
+      << r.message();
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // just "taken"
+  const Status name = WriteFileAtomic((dir / std::string(300, 'n')).string(), "bytes");
+  ASSERT_FALSE(name.ok());
+  EXPECT_NE(name.message().find("File name too long"), std::string::npos) << name.message();
+  fs::remove_all(dir);
 }
 
 TEST(Tensor, NpyRoundTrip) {
