@@ -27,7 +27,8 @@ Status AtomicFileWriter::Fail(const std::string& what, int err) {
   created_ = false;
   std::string reason = std::strerror(err);
   // The temporary name is longer than the target's: say which limit was hit.
-  if (err == ENAMETOOLONG) reason += " (the temporary file's name, PATH.tmp<pid>; at most 255 bytes per name)";
+  if (err == ENAMETOOLONG)
+    reason += " (file names have at most 255 bytes, and the temporary file adds \".tmp<pid>\" to this one)";
   return UserError(path_ + ": " + what + ": " + reason);
 }
 
