@@ -19,6 +19,8 @@ if [ -f tools/ort/package.json ]; then
 fi
 # The report writer (tools/report): Apache ECharts, and playwright-core for its browser
 # test, which drives Debian's chromium (playwright never downloads a browser).
+# playwright-core stays at 1.61.1, the newest release that runs on Debian 12's Node.js 18
+# (later ones refuse to start on Node.js < 20).
 if [ -f tools/report/package.json ]; then
   npm ci --ignore-scripts --no-audit --no-fund --prefix tools/report >/dev/null
 fi
