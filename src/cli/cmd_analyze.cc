@@ -326,7 +326,7 @@ void AddAnalyzeCommand(CLI::App& app, int& exit_code) {
          "--data, --eval-samples)")
       ->delimiter(',');
   cmd->add_option("--eval-samples", a->eval_samples, "Samples for --compare-rankers (default: all of --data)");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  AddThreadsOption(*cmd, a->threads);
   cmd->add_option("--json", a->json, "Write the analysis as JSON");
   cmd->callback([a, cmd, &exit_code] { exit_code = RunAnalyze(*a, *cmd); });
 }

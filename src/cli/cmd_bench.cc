@@ -150,7 +150,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("model", *model, "ONNX model file")->required();
   cmd->add_option("--batch", *batch, "Batch size (first dimension of every input; default: the model's, or 1)")
       ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--threads", *threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 30));
+  AddThreadsOption(*cmd, *threads);
   cmd->add_option("--runs", *runs, "Timed runs")->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--warmup", *warmup, "Untimed runs first")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--shape", *shapes, "NAME=1x3x224x224: shape of an input with dynamic dimensions");

@@ -285,7 +285,7 @@ void AddEvalCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--seed", a->seed, "Seed of the subset (same seed, same samples)");
   cmd->add_option("--batch", a->batch, "Batch size (default 32)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 16));
+  AddThreadsOption(*cmd, a->threads);
   cmd->add_option("--warmup", a->warmup, "Untimed runs of the first batch (default 1)")->check(CLI::Range(0, 1000));
   cmd->add_option("--save-predictions", a->predictions, "Write the top-1 class per sample (int64 .npy)");
   cmd->add_option("--json", a->json, "Also write the results as JSON to this file");

@@ -196,7 +196,7 @@ void AddQuantizeCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   AddQuantFlags(*cmd, a->q);
   cmd->add_option("--json", a->json, "Also write the quantization groups and settings as JSON to this file");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1 << 16));
+  AddThreadsOption(*cmd, a->threads);
   cmd->callback([a, cmd, &exit_code] { exit_code = RunQuantize(*a, *cmd); });
 }
 

@@ -110,7 +110,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("model", *model, "ONNX model file")->required();
   cmd->add_option("--input,-i", *inputs, "NAME=FILE.npy (FILE.npy alone for a single-input model)")->required();
   cmd->add_option("--output-dir,-o", *out_dir, "Folder for the outputs (one NAME.npy each)")->required();
-  cmd->add_option("--threads", *threads, "Threads (default: all cores)");
+  AddThreadsOption(*cmd, *threads);
   cmd->callback([=, &exit_code] { exit_code = RunRun(*model, *inputs, *out_dir, *threads); });
 }
 

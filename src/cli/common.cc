@@ -1,11 +1,13 @@
 #include "cli/common.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include "core/file_util.h"
 #include "ir/graph.h"
+#include "core/parallel.h"
 
 namespace seqto::cli {
 
@@ -37,6 +39,20 @@ Status WriteTextFile(const std::string& path, const std::string& text) { return 
 Status RequireOutputs(const ir::Model& model, const std::string& path) {
   if (model.graph.outputs.empty()) return UserError(path + ": the model has no outputs");
   return Status::Ok();
+}
+
+CLI::Option* AddThreadsOption(CLI::App& cmd, int& threads) {
+  const CLI::Validator thread_count(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not an integer";
+        Status s = CheckThreads(v, "");
+        return s.ok() ? std::string() : s.message();
+      },
+      "0.." + std::to_string(MaxThreads()));
+  return cmd
+      .add_option("--threads", threads, "Threads: 1.." + std::to_string(MaxThreads()) + ", 0 = all cores (default)")
+      ->check(thread_count);
 }
 
 }  // namespace seqto::cli

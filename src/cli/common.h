@@ -7,7 +7,8 @@
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 namespace seqto::ir {
 struct Model;
 }
@@ -29,6 +30,11 @@ Status WriteTextFile(const std::string& path, const std::string& text);
 // A model without outputs computes nothing: every command that runs one refuses it
 // (the tuner checks the same), naming the file.
 Status RequireOutputs(const ir::Model& model, const std::string& path);
+
+// The --threads option every command that runs a model has: 0 (the default) is all
+// cores, else 1..MaxThreads() (core/parallel.h, CheckThreads), checked while the
+// command line is parsed, before any thread starts.
+CLI::Option* AddThreadsOption(CLI::App& cmd, int& threads);
 
 // Each subcommand registers itself on the app and returns the exit code when run.
 void AddInfoCommand(CLI::App& app, int& exit_code);

@@ -1,8 +1,16 @@
 #include "core/parallel.h"
 
 #include <omp.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+#include <vector>
 
 namespace seqto {
 
@@ -31,6 +39,93 @@ void ParallelFor(int64_t n, int64_t cost_per_item, const std::function<void(int6
     const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     if (begin < end) fn(begin, end);
   }
+}
+
+// ---------------------------------------------------------------- thread counts
+
+int AvailableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int MaxThreads() { return kThreadsPerCore * AvailableCores(); }
+
+Status CheckThreads(int64_t threads, const std::string& what) {
+  if (threads >= 0 && threads <= MaxThreads()) return Status::Ok();
+  return UserError((what.empty() ? "" : what + ": ") + std::to_string(threads) +
+                   " is not a thread count: expected 1 to " + std::to_string(MaxThreads()) + " (" +
+                   std::to_string(kThreadsPerCore) + " per core, " + std::to_string(AvailableCores()) +
+                   " cores), or 0 for all cores");
+}
+
+// ---------------------------------------------------------------- waiting threads
+
+void UsePassiveThreadWaits(char** argv) {
+  // A user's own choice wins; after the re-exec the variable is set, so this
+  // also ends the recursion.
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (setenv(kWaitPolicyEnv, kWaitPolicyValue, 0) != 0) return;
+  execv("/proc/self/exe", argv);
+  // No /proc (or no exec): go on as we are, libgomp keeps its defaults. Children
+  // started later need not see a setting this process does not have.
+  unsetenv(kWaitPolicyEnv);
+}
+
+// ---------------------------------------------------------------- machine load
+
+namespace {
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Busy time of all CPUs in seconds: the first line of /proc/stat ("cpu  user nice
+// system idle iowait irq softirq steal guest guest_nice", in clock ticks) without
+// idle and iowait. guest time is already counted in user.
+std::optional<double> CpuBusySeconds() {
+  std::ifstream in("/proc/stat");
+  std::string label;
+  if (!(in >> label) || label != "cpu") return std::nullopt;
+  std::vector<double> v;
+  double x = 0;
+  for (int i = 0; i < 8 && in >> x; ++i) v.push_back(x);
+  if (v.size() < 8) return std::nullopt;
+  static const double ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
+  if (!(ticks_per_s > 0)) return std::nullopt;
+  return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / ticks_per_s;
+}
+
+double SelfSeconds() {
+  auto seconds = [](const rusage& r) {
+    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+  };
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return seconds(self) + seconds(children);
+}
+
+}  // namespace
+
+OtherLoadMeter::OtherLoadMeter()
+    : start_busy_s_(CpuBusySeconds()), start_self_s_(SelfSeconds()), start_wall_s_(WallSeconds()) {}
+
+std::optional<double> OtherLoadMeter::OtherCores() const {
+  const double wall = WallSeconds() - start_wall_s_;
+  if (!start_busy_s_ || wall < kMinSeconds) return std::nullopt;
+  const std::optional<double> busy = CpuBusySeconds();
+  if (!busy) return std::nullopt;
+  const double others = (*busy - *start_busy_s_) - (SelfSeconds() - start_self_s_);
+  // Tick rounding can make a quiet machine read slightly negative.
+  return std::max(0.0, others / wall);
+}
+
+bool LooksBusy(double other_cores, int threads, int cores) {
+  const int used = threads > 0 ? std::min(threads, cores) : cores;
+  return other_cores > static_cast<double>(cores - used) + 0.5;
 }
 
 }  // namespace seqto

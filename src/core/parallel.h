@@ -5,6 +5,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
 
 namespace seqto {
 
@@ -14,5 +18,67 @@ int NumThreads();
 // Calls fn(begin, end) on disjoint chunks covering [0, n). Runs inline when the
 // work is small (n * cost_per_item below a threshold) to avoid fork/join overhead.
 void ParallelFor(int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& fn);
+
+// ---------------------------------------------------------------- thread counts
+
+// The cores this process may run on (its CPU affinity), what "all cores" means.
+int AvailableCores();
+
+// The most threads a command accepts: kThreadsPerCore per available core. More
+// threads than that only time-slice each other, and far more make libgomp fail
+// (65535 crashed it, 32768 made it print its own error).
+constexpr int kThreadsPerCore = 4;
+int MaxThreads();
+
+// The one check of a thread count a user gives (every --threads flag, the tune
+// config's "threads"): 0 means all cores; 1..MaxThreads() that many threads.
+// Anything else is a UserError naming `what` ("--threads", "threads"; may be empty)
+// and the range.
+// Called before any thread starts.
+Status CheckThreads(int64_t threads, const std::string& what);
+
+// ---------------------------------------------------------------- waiting threads
+
+// libgomp's worker threads spin (busy-wait, 300000 rounds by default) at the end of
+// each parallel region before they sleep. On a machine where other processes want
+// the cores, a spinning worker steals a core from them and from our own threads
+// that still have work: latencies measured that way grew from 4.5 ms to over 1 s.
+// libgomp reads its wait policy only once, in a library constructor that runs
+// before main(), so the policy cannot be changed from inside the process.
+//
+// Call first thing in main(). When the user set neither OMP_WAIT_POLICY nor
+// GOMP_SPINCOUNT, this re-executes the program (/proc/self/exe, same arguments) with
+// kWaitPolicyEnv set, so libgomp starts with it; a user's own setting is kept.
+// Returns when nothing had to change, or when the re-exec failed (then the program
+// goes on with libgomp's defaults). The process id stays the same.
+constexpr const char* kWaitPolicyEnv = "OMP_WAIT_POLICY";
+constexpr const char* kWaitPolicyValue = "passive";
+void UsePassiveThreadWaits(char** argv);
+
+// ---------------------------------------------------------------- machine load
+
+// Measures how much CPU time other processes took while this one measured
+// something: the busy time of all CPUs (/proc/stat) minus the CPU time of this
+// process and of the children it waited for (getrusage), over the wall time.
+class OtherLoadMeter {
+ public:
+  OtherLoadMeter();  // starts measuring
+
+  // Cores' worth of CPU time other processes used since the start (1.0: one core
+  // busy all the time), or nullopt when it cannot be known: /proc/stat is not
+  // readable, or less than kMinSeconds passed (/proc/stat counts in 10 ms ticks).
+  static constexpr double kMinSeconds = 0.25;
+  std::optional<double> OtherCores() const;
+
+ private:
+  std::optional<double> start_busy_s_;  // all CPUs' busy time
+  double start_self_s_ = 0;             // this process and its waited-for children
+  double start_wall_s_ = 0;
+};
+
+// Whether `other_cores` (OtherLoadMeter) would slow down a measurement made with
+// `threads` threads (0: all cores) on `cores` cores: when the others needed more
+// than the cores our threads left free, plus half a core of slack for noise.
+bool LooksBusy(double other_cores, int threads, int cores);
 
 }  // namespace seqto

@@ -1,12 +1,14 @@
 #include "tune/config.h"
 
 #include <cfloat>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "core/json_util.h"
+#include "core/parallel.h"
 #include "quant/calib/calibrate.h"
 #include "quant/rank/ranker.h"
 #include "runners/runner.h"
@@ -462,7 +464,12 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
     }
   }
   SEQTO_RETURN_IF_ERROR(r.OneOf("runner", c.runner, runners::RunnerNames()));
-  SEQTO_RETURN_IF_ERROR(r.Integer("threads", c.threads, 0, 1024));
+  {  // the bound every --threads flag has
+    int64_t threads = c.threads;
+    SEQTO_RETURN_IF_ERROR(r.Integer("threads", threads, INT64_MIN, INT64_MAX));
+    SEQTO_RETURN_IF_ERROR(CheckThreads(threads, "threads"));
+    c.threads = static_cast<int>(threads);
+  }
   if (const json* l = r.Object("latency")) {
     ObjectReader lr(*l, "latency");
     SEQTO_RETURN_IF_ERROR(lr.CheckObject());
