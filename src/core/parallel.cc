@@ -110,18 +110,30 @@ double SelfSeconds() {
 
 }  // namespace
 
-OtherLoadMeter::OtherLoadMeter()
-    : start_busy_s_(CpuBusySeconds()), start_self_s_(SelfSeconds()), start_wall_s_(WallSeconds()) {}
+void OtherLoadMeter::Start() {
+  start_busy_s_ = CpuBusySeconds();
+  start_self_s_ = SelfSeconds();
+  start_wall_s_ = WallSeconds();
+}
+
+void OtherLoadMeter::Stop() {
+  const std::optional<double> busy = CpuBusySeconds();
+  if (!busy || !start_busy_s_) {
+    readable_ = false;
+    return;
+  }
+  other_s_ += (*busy - *start_busy_s_) - (SelfSeconds() - start_self_s_);
+  wall_s_ += WallSeconds() - start_wall_s_;
+  start_busy_s_.reset();
+}
 
 std::optional<double> OtherLoadMeter::OtherCores() const {
-  const double wall = WallSeconds() - start_wall_s_;
-  if (!start_busy_s_ || wall < kMinSeconds) return std::nullopt;
-  const std::optional<double> busy = CpuBusySeconds();
-  if (!busy) return std::nullopt;
-  const double others = (*busy - *start_busy_s_) - (SelfSeconds() - start_self_s_);
+  if (!readable_ || wall_s_ < kMinSeconds) return std::nullopt;
   // Tick rounding can make a quiet machine read slightly negative.
-  return std::max(0.0, others / wall);
+  return std::max(0.0, other_s_ / wall_s_);
 }
+
+void OtherLoadMeter::Reset() { *this = OtherLoadMeter(); }
 
 bool LooksBusy(double other_cores, int threads, int cores) {
   const int used = threads > 0 ? std::min(threads, cores) : cores;

@@ -59,21 +59,25 @@ void UsePassiveThreadWaits(char** argv);
 
 // Measures how much CPU time other processes took while this one measured
 // something: the busy time of all CPUs (/proc/stat) minus the CPU time of this
-// process and of the children it waited for (getrusage), over the wall time.
+// process and of the children it waited for (getrusage), over the wall time. It
+// sums over measuring windows (Start ... Stop), so short measurements can be pooled
+// until they are long enough to say something: /proc/stat counts in ticks.
 class OtherLoadMeter {
  public:
-  OtherLoadMeter();  // starts measuring
-
-  // Cores' worth of CPU time other processes used since the start (1.0: one core
-  // busy all the time), or nullopt when it cannot be known: /proc/stat is not
-  // readable, or less than kMinSeconds passed (/proc/stat counts in 10 ms ticks).
+  void Start();
+  void Stop();  // adds the window since Start to the totals
+  // Cores' worth of CPU time other processes used in the windows since the last
+  // Reset (1.0: one core busy all the time), or nullopt when it cannot be known:
+  // /proc/stat is not readable, or the windows add up to less than kMinSeconds.
   static constexpr double kMinSeconds = 0.25;
   std::optional<double> OtherCores() const;
+  void Reset();
 
  private:
-  std::optional<double> start_busy_s_;  // all CPUs' busy time
-  double start_self_s_ = 0;             // this process and its waited-for children
-  double start_wall_s_ = 0;
+  bool readable_ = true;
+  double other_s_ = 0, wall_s_ = 0;  // totals of the finished windows
+  std::optional<double> start_busy_s_;
+  double start_self_s_ = 0, start_wall_s_ = 0;
 };
 
 // Whether `other_cores` (OtherLoadMeter) would slow down a measurement made with

@@ -33,4 +33,6 @@ LatencyStats Summarize(std::vector<double> samples) {
   return s;
 }
 
+bool LatencyUnstable(const LatencyStats& s) { return s.runs > 0 && s.p95 > kUnstableP95OverP50 * s.p50; }
+
 }  // namespace seqto

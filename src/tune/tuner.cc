@@ -15,6 +15,7 @@
 #include "core/file_util.h"
 #include "core/json_util.h"
 #include "core/npy.h"
+#include "core/parallel.h"
 #include "data/model_feed.h"
 #include "eval/metrics.h"
 #include "eval/pareto.h"
@@ -87,9 +88,17 @@ std::optional<std::string> DigestDifference(const json& run, const json& now) {
   return std::nullopt;
 }
 
-json LatencyJson(const LatencyStats& s) {
-  return {{"mean", s.mean}, {"p50", s.p50},       {"p95", s.p95},  {"min", s.min},
-          {"max", s.max},   {"stddev", s.stddev}, {"runs", s.runs}};
+// latency_ms as report.json has it (docs/report-format.md): the statistics; whether
+// they are unstable (p95/p50 above kUnstableP95OverP50); the cores' worth of CPU time
+// other processes took while the model was measured (null: unknown) and whether that
+// looks busy for `threads` threads (0: all cores).
+json LatencyJson(const LatencyStats& s, std::optional<double> other_cores, int threads) {
+  json j = {{"mean", s.mean}, {"p50", s.p50},       {"p95", s.p95},  {"min", s.min},
+            {"max", s.max},   {"stddev", s.stddev}, {"runs", s.runs}};
+  j["unstable"] = LatencyUnstable(s);
+  j["other_cores"] = other_cores ? json(std::round(*other_cores * 100) / 100) : json(nullptr);
+  j["busy"] = other_cores && LooksBusy(*other_cores, threads, AvailableCores());
+  return j;
 }
 
 }  // namespace
@@ -202,7 +211,7 @@ CandidateOutcome OutcomeOf(const json& j) {
   CandidateOutcome o;
   o.accuracy_loss = j.at("metrics").at("accuracy_loss").get<double>();
   o.size_bytes = j.at("size_bytes").get<double>();
-  o.latency_ms = j.at("latency_ms").at("mean").get<double>();
+  o.latency_ms = j.at("latency_ms").at("p50").get<double>();  // the median: one slow run does not move it
   return o;
 }
 
@@ -210,6 +219,36 @@ double Objective(const CandidateOutcome& o, const std::string& name) {
   if (name == "accuracy_loss") return o.accuracy_loss;
   if (name == "size_bytes") return o.size_bytes;
   return o.latency_ms;
+}
+
+// report.json's machine_busy: null when no latency measurement looked busy, else
+// the one warning line and what it concerns.
+json MachineBusyJson(const json& baseline, const std::vector<const Cycle*>& cycles, int threads) {
+  double max_other = 0;
+  const bool baseline_busy = baseline.at("latency_ms").value("busy", false);
+  if (baseline_busy) max_other = baseline["latency_ms"]["other_cores"].get<double>();
+  json busy_cycles = json::array();
+  for (const Cycle* c : cycles) {
+    const json& lat = c->j.at("latency_ms");
+    if (!lat.value("busy", false)) continue;
+    busy_cycles.push_back(c->k);
+    max_other = std::max(max_other, lat.at("other_cores").get<double>());
+  }
+  if (!baseline_busy && busy_cycles.empty()) return nullptr;
+  const int cores = AvailableCores();
+  std::ostringstream w;
+  w << std::fixed << std::setprecision(2) << "the machine looks busy: other processes used up to " << max_other
+    << " of its " << cores << " cores while measuring ";
+  if (baseline_busy) w << "the float model" << (busy_cycles.empty() ? "" : " and ");
+  if (!busy_cycles.empty()) w << busy_cycles.size() << " of " << cycles.size() << " candidates";
+  w << " with " << (threads > 0 ? threads : cores)
+    << " threads, so latencies may be inflated (report.json: machine_busy)";
+  return {{"warning", w.str()},
+          {"cores", cores},
+          {"threads", threads > 0 ? threads : cores},
+          {"max_other_cores", max_other},
+          {"baseline", baseline_busy},
+          {"cycles", busy_cycles}};
 }
 
 std::string HumanBytes(double b) {
@@ -433,6 +472,10 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   runners::LatencyOptions lopts;
   lopts.warmup = config.latency_warmup;
   lopts.runs = config.latency_runs;
+  // The load other processes put on the machine while models are measured; short
+  // measurements are pooled with the next ones until there is enough to tell.
+  OtherLoadMeter load;
+  const int measure_threads = config.threads > 0 ? config.threads : NumThreads();  // 0: OpenMP's all cores
   const fs::path baseline_file = dir / "baseline.json", baseline_out = dir / "baseline" / "output.npy";
   json baseline;
   Tensor float_output;
@@ -441,12 +484,16 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     SEQTO_ASSIGN_OR_RETURN(float_output, ReadNpy(baseline_out.string()));
   } else {
     say("measuring the float model on " + runner->name());
+    load.Start();
     SEQTO_ASSIGN_OR_RETURN(runners::Measurement m, runner->Measure(config.model, eval.batches, latency_batch, lopts));
+    load.Stop();
+    const std::optional<double> other_cores = load.OtherCores();
+    if (other_cores) load.Reset();
     SEQTO_ASSIGN_OR_RETURN(float_output, FirstOutput(m.outputs, output_name));
     const LatencyStats& lat = m.latency;
     baseline["model_file"] = config.model;
     baseline["size_bytes"] = static_cast<int64_t>(fs::file_size(config.model));
-    baseline["latency_ms"] = LatencyJson(lat);
+    baseline["latency_ms"] = LatencyJson(lat, other_cores, measure_threads);
     baseline["samples"] = eval.samples;
     if (has_labels) {
       AccuracyAccumulator acc;
@@ -496,6 +543,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
                           {"config", settings}};
 
   // report.json and the Pareto picks, from the cycles so far.
+  bool warned_busy = false;
   auto write_report = [&](bool final) -> Status {
     std::vector<const Cycle*> list;
     for (const auto& [k, c] : cycles) list.push_back(&c);
@@ -512,6 +560,11 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     report["groups"] = groups_json;
     report["ranking"] = order;
     report["complete"] = final;
+    report["machine_busy"] = MachineBusyJson(baseline, list, measure_threads);
+    if (!report["machine_busy"].is_null() && !warned_busy) {
+      warned_busy = true;
+      if (options.warn) options.warn(report["machine_busy"]["warning"].get<std::string>());
+    }
     report["cycles"] = json::array();
     for (const Cycle* c : list) report["cycles"].push_back(c->j);
     report["pareto"] = json::array();
@@ -560,8 +613,12 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     const std::string model_file = "candidates/cycle_" + std::to_string(k) + ".onnx";
     SEQTO_RETURN_IF_ERROR(onnxio::SaveModel(model, (dir / model_file).string()));
 
+    load.Start();
     SEQTO_ASSIGN_OR_RETURN(runners::Measurement measured,
                            runner->Measure((dir / model_file).string(), eval.batches, latency_batch, lopts));
+    load.Stop();
+    const std::optional<double> other_cores = load.OtherCores();
+    if (other_cores) load.Reset();
     SEQTO_ASSIGN_OR_RETURN(Tensor cand, FirstOutput(measured.outputs, output_name));
     const LatencyStats& lat = measured.latency;
     AgreementAccumulator agree;
@@ -587,13 +644,14 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
               {"model_file", model_file},
               {"metrics", metrics},
               {"size_bytes", static_cast<int64_t>(fs::file_size(dir / model_file))},
-              {"latency_ms", LatencyJson(lat)}};
+              {"latency_ms", LatencyJson(lat, other_cores, measure_threads)}};
     SEQTO_RETURN_IF_ERROR(WriteJson(dir / "cycles" / ("cycle_" + std::to_string(k) + ".json"), j));
     cycles[k] = Cycle{k, j, OutcomeOf(j)};
     std::ostringstream line;
     line << std::fixed << std::setprecision(2) << "cycle " << k << "/" << groups.size() << " (" << excluded.size()
          << " excluded): accuracy loss " << metrics["accuracy_loss"].get<double>() << " pt, "
-         << HumanBytes(j["size_bytes"].get<double>()) << ", " << std::setprecision(3) << lat.mean << " ms";
+         << HumanBytes(j["size_bytes"].get<double>()) << ", " << std::setprecision(3) << lat.p50 << " ms"
+         << (LatencyUnstable(lat) ? " (unstable: p95/p50 > 1.5)" : "");
     say(line.str());
     SEQTO_RETURN_IF_ERROR(write_report(false));
   }
@@ -606,14 +664,19 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   std::ostringstream s;
   s << std::fixed;
   s << "float model: " << HumanBytes(baseline["size_bytes"].get<double>()) << ", " << std::setprecision(3)
-    << baseline["latency_ms"]["mean"].get<double>() << " ms";
+    << baseline["latency_ms"]["p50"].get<double>() << " ms";
   if (has_labels) s << ", top-1 " << std::setprecision(2) << float_top1 << "%";
-  s << "\n\n  cycle  excluded  acc.loss(pt)  top1-disagr(%)     size   latency(ms)\n";
+  s << "\n\n  cycle  excluded  acc.loss(pt)  top1-disagr(%)     size   latency(ms, p50)\n";
   for (const auto& [k, c] : cycles) {
     s << std::setw(7) << k << std::setw(10) << c.j["excluded"].size() << std::setprecision(2) << std::setw(14)
       << c.outcome.accuracy_loss << std::setw(16) << c.j["metrics"]["top1_disagreement"].get<double>() << std::setw(9)
-      << HumanBytes(c.outcome.size_bytes) << std::setprecision(3) << std::setw(14) << c.outcome.latency_ms << "\n";
+      << HumanBytes(c.outcome.size_bytes) << std::setprecision(3) << std::setw(14) << c.outcome.latency_ms
+      << (c.j["latency_ms"].value("unstable", false) ? "  unstable" : "") << "\n";
   }
+  if (std::any_of(cycles.begin(), cycles.end(),
+                  [](const auto& kc) { return kc.second.j["latency_ms"].value("unstable", false); }))
+    s << "  (unstable: p95 > " << std::setprecision(1) << kUnstableP95OverP50
+      << " x p50, the latency varied too much to be compared)\n";
   s << "\nPareto top 3 (objectives: ";
   for (size_t i = 0; i < config.objectives.size(); ++i) s << (i ? ", " : "") << config.objectives[i];
   s << "):\n";

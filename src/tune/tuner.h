@@ -62,8 +62,8 @@ struct TuneOptions {
   bool resume = false;
   // Progress lines ("calibrating: 3/16 batches", "cycle 4: ..."); empty: silent.
   std::function<void(const std::string&)> progress;
-  // Warnings (shown even when progress is not): e.g. calibration data that overlaps
-  // the evaluation data.
+  // Warnings, each at most once per run (calibration data that overlaps the evaluation
+  // data, a machine that looks busy); shown even when progress is not.
   std::function<void(const std::string&)> warn;
 };
 

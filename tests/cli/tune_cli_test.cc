@@ -64,10 +64,12 @@ json Config(const fs::path& out) {
   return c;
 }
 
-// The report without what is measured afresh on every run (latency, timings).
+// The report without what is measured afresh on every run (latency, machine load,
+// timings).
 json Stable(json report) {
   report.erase("baseline");
   report["settings"]["config"].erase("out");  // where the run directory is
+  report.erase("machine_busy");  // measured afresh too
   for (auto& c : report["cycles"]) c.erase("latency_ms");
   return report;
 }

@@ -76,9 +76,24 @@ void BurnCpu(std::chrono::duration<double> how_long) {
   while (std::chrono::steady_clock::now() < end) x = x * 1.0000001 + 1e-9;
 }
 
-TEST(OtherLoadMeter, UnknownForShortWindows) {
-  const OtherLoadMeter meter;
-  EXPECT_FALSE(meter.OtherCores().has_value());  // far less than kMinSeconds
+TEST(OtherLoadMeter, ShortWindowsArePooledUntilLongEnough) {
+  OtherLoadMeter meter;
+  EXPECT_FALSE(meter.OtherCores().has_value());  // nothing measured
+  const auto half = std::chrono::duration<double>(OtherLoadMeter::kMinSeconds * 0.6);
+  meter.Start();
+  std::this_thread::sleep_for(half);
+  meter.Stop();
+  EXPECT_FALSE(meter.OtherCores().has_value());  // less than kMinSeconds
+  std::this_thread::sleep_for(half);             // between windows: not counted
+  meter.Start();
+  std::this_thread::sleep_for(half);
+  meter.Stop();
+  const std::optional<double> other = meter.OtherCores();
+  ASSERT_TRUE(other.has_value());
+  EXPECT_GE(*other, 0.0);
+  EXPECT_LE(*other, AvailableCores() + 0.15);
+  meter.Reset();
+  EXPECT_FALSE(meter.OtherCores().has_value());
 }
 
 TEST(OtherLoadMeter, CountsOtherProcessesAndNotThisOne) {
@@ -92,8 +107,10 @@ TEST(OtherLoadMeter, CountsOtherProcessesAndNotThisOne) {
   }
   const double child_start = ProcessCpuSeconds(child), self_start = SelfCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
-  const OtherLoadMeter meter;
+  OtherLoadMeter meter;
+  meter.Start();
   BurnCpu(std::chrono::duration<double>(OtherLoadMeter::kMinSeconds + 0.35));
+  meter.Stop();
   const std::optional<double> other = meter.OtherCores();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double child_cores = (ProcessCpuSeconds(child) - child_start) / wall;
