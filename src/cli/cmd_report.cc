@@ -77,6 +77,7 @@ class ReportValidator {
     SEQTO_RETURN_IF_ERROR(ValidateBaseline(root));
     if (root.contains("groups")) SEQTO_RETURN_IF_ERROR(ValidateGroups(root["groups"]));
     SEQTO_RETURN_IF_ERROR(ValidateCycles(root));
+    SEQTO_RETURN_IF_ERROR(ValidateMachineBusy(root));
     return ValidatePareto(root);
   }
 
@@ -128,14 +129,34 @@ class ReportValidator {
     return ExpectNumber(*it, Join(path, key), /*allow_null=*/true);
   }
 
-  // latency_ms: {"mean" (required), "p50", "p95", "stddev"}.
+  // An optional boolean key: absent or true/false.
+  static Status OptionalBool(const json& obj, const std::string& key, const std::string& path) {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_boolean()) return Status::Ok();
+    return UserError(Join(path, key) + ": expected true or false, got " + TypeName(*it));
+  }
+
+  // latency_ms: {"mean" (required), "p50", "p95", "min", "max", "stddev",
+  // "other_cores" (numbers or null), "unstable", "busy" (booleans)}.
   static Status ValidateLatency(const json& parent, const std::string& path) {
     SEQTO_ASSIGN_OR_RETURN(const json* lat, Require(parent, "latency_ms", path));
     const std::string p = Join(path, "latency_ms");
     SEQTO_RETURN_IF_ERROR(ExpectType(*lat, json::value_t::object, p));
     SEQTO_RETURN_IF_ERROR(RequireNumber(*lat, "mean", p));
-    for (const char* k : {"p50", "p95", "stddev"}) SEQTO_RETURN_IF_ERROR(OptionalNumber(*lat, k, p));
+    for (const char* k : {"p50", "p95", "min", "max", "stddev", "other_cores"})
+      SEQTO_RETURN_IF_ERROR(OptionalNumber(*lat, k, p));
+    for (const char* k : {"unstable", "busy"}) SEQTO_RETURN_IF_ERROR(OptionalBool(*lat, k, p));
     return Status::Ok();
+  }
+
+  // machine_busy: absent, null, or an object with the warning line (the page shows it).
+  static Status ValidateMachineBusy(const json& root) {
+    auto it = root.find("machine_busy");
+    if (it == root.end() || it->is_null()) return Status::Ok();
+    if (!it->is_object())
+      return UserError("machine_busy: expected an object or null, got " + std::string(TypeName(*it)));
+    SEQTO_ASSIGN_OR_RETURN(const json* warning, Require(*it, "warning", "machine_busy"));
+    return ExpectString(*warning, "machine_busy.warning");
   }
 
   Status ValidateObjectives(const json& settings) {

@@ -75,7 +75,7 @@ test('prerequisites: seqto, chromium and the npm packages are installed', () => 
 
 test('a run directory: report.html, figures, and the page works in Chromium', () => {
   const dir = path.join(WORK, 'mobilenetv2-static');
-  const report = makeRun(dir, { cycles: 20, groups: 24, seed: 7 });
+  const report = makeRun(dir, { cycles: 20, groups: 24, seed: 7, busy: true });
   const r = seqto(['report', dir]);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '', 'no warnings expected');
@@ -166,10 +166,10 @@ test('names with markup stay text: in the page data, the SVG figures and the too
 test('chart (a): the float latency line stretches the axis, or is pinned off scale', () => {
   const C = require(path.join(TOOL_DIR, 'lib', 'charts.js'));
   const report = makeRun(path.join(WORK, 'latency-line'), { cycles: 10, groups: 10, seed: 6 });
-  const lats = report.cycles.map((c) => c.latency_ms.mean);
+  const lats = report.cycles.map((c) => c.latency_ms.p50);  // chart (a) scales the median
   const lo = Math.min(...lats), hi = Math.max(...lats);
   const line = (floatMs) => {
-    report.baseline.latency_ms.mean = floatMs;
+    report.baseline.latency_ms.p50 = floatMs;
     const o = C.objectivesOption(C.prepareRun(report), { static: true });
     const s = o.series.find((x) => x.id === 'float-latency');
     return { y: s.markLine.data[0].yAxis, label: s.markLine.label.formatter, min: o.yAxis.min, max: o.yAxis.max };
@@ -234,7 +234,7 @@ test('a folder of runs: each report, summary.json and index.html', () => {
     const s = summary.runs[name];
     assert.equal(s.model, rep.model);
     assert.equal(s.report, `${name}/report.html`);
-    assert.deepEqual(s.all_values, rep.cycles.map((c) => [c.index, c.metrics.accuracy_loss, c.size_bytes, c.latency_ms.mean]));
+    assert.deepEqual(s.all_values, rep.cycles.map((c) => [c.index, c.metrics.accuracy_loss, c.size_bytes, c.latency_ms.p50]));
     assert.deepEqual(s.top3.map((t) => t.cycle), rep.pareto.slice(0, 3).map((p) => p.cycle));
     assert.deepEqual(s.top3.map((t) => t.rank), [1, 2, 3]);
     const best = rep.cycles.find((c) => c.index === rep.pareto[0].cycle);
@@ -320,6 +320,10 @@ test('bad input: exit 1 and one line naming the file and the key', async (t) => 
     ['group twice', (r) => { r.groups[1].name = r.groups[0].name; }, `groups[1].name: group '`],
     ['unknown objective', (r) => { r.settings.objectives = ['accuracy_loss', 'flops']; }, "settings.objectives[1]: unknown objective 'flops'"],
     ['settings not an object', (r) => { r.settings = 'static'; }, 'settings: expected an object, got a string'],
+    ['unstable not a boolean', (r) => { r.cycles[2].latency_ms.unstable = 'yes'; }, 'cycles[2].latency_ms.unstable: expected true or false, got a string'],
+    ['other_cores as a string', (r) => { r.baseline.latency_ms.other_cores = 'many'; }, 'baseline.latency_ms.other_cores: expected a number or null'],
+    ['machine_busy without its warning', (r) => { r.machine_busy = { cores: 2 }; }, "machine_busy: missing key 'warning'"],
+    ['machine_busy not an object', (r) => { r.machine_busy = 'busy'; }, 'machine_busy: expected an object or null, got a string'],
   ];
   for (const [name, edit, key] of cases) {
     await t.test(name, () => {

@@ -28,7 +28,7 @@ const OP_PATTERN = ['Conv', 'Conv', 'Conv', 'Add', 'Conv', 'Conv', 'Conv', 'Add'
 function objectiveValue(cycle, name) {
   if (name === 'accuracy_loss') return cycle.metrics.accuracy_loss;
   if (name === 'size_bytes') return cycle.size_bytes;
-  if (name === 'latency_ms') return cycle.latency_ms.mean;
+  if (name === 'latency_ms') return cycle.latency_ms.p50;  // the tuner's latency objective
   throw new Error('unknown objective ' + name);
 }
 
@@ -63,7 +63,9 @@ function paretoFront(cycles, objectives) {
 }
 
 // Options: cycles, groups, seed, objectives, withGroups (false drops "groups"),
-// mode ('static' | 'dynamic'), ranker, model.
+// mode ('static' | 'dynamic'), ranker, model, busy (true adds machine_busy: the
+// tuner's busy-machine warning). Every 5th candidate from 3 on has an unstable
+// latency (p95 over 1.5 x p50), as the tuner flags it.
 function makeRun(dir, opts = {}) {
   const nCycles = opts.cycles ?? 20;
   const nGroups = opts.groups ?? 24;
@@ -136,8 +138,11 @@ function makeRun(dir, opts = {}) {
       latency_ms: {
         mean: +lat.toFixed(4),
         p50: +(lat - 0.01).toFixed(4),
-        p95: +(lat * 1.12).toFixed(4),
+        p95: +(lat * (k % 5 === 3 ? 2.1 : 1.12)).toFixed(4),
         stddev: +(0.04 + 0.02 * rand()).toFixed(4),
+        unstable: k % 5 === 3,
+        other_cores: opts.busy ? 1.2 : 0.05,
+        busy: !!opts.busy,
       },
     });
   }
@@ -169,6 +174,11 @@ function makeRun(dir, opts = {}) {
     groups: groups.map(({ weightBytes, ...g }) => g),  // eslint-disable-line no-unused-vars
     cycles,
     pareto: paretoFront(cycles, objectives),
+    machine_busy: opts.busy ? {
+      warning: 'the machine looks busy: other processes used up to 1.20 of its 2 cores while measuring ' +
+        `${nCycles} of ${nCycles} candidates with 2 threads, so latencies may be inflated (report.json: machine_busy)`,
+      cores: 2, threads: 2, max_other_cores: 1.2, baseline: false, cycles: cycles.map((c) => c.index),
+    } : null,
   };
   if (opts.withGroups === false) delete report.groups;
   fs.writeFileSync(path.join(dir, 'report.json'), JSON.stringify(report, null, 2) + '\n');

@@ -113,6 +113,24 @@
       el(strong ? 'strong' : 'span', { className: 'v', text: value })]);
   }
 
+  // The unstable-latency mark (p95 over 1.5 x p50), or nothing.
+  function unstableMark(lat) {
+    if (!C.unstable(lat)) return null;
+    return el('span', { className: 'unstable-mark', title: 'Unstable latency: p95 is ' + C.fmt(lat.p95 / lat.p50, 2) +
+      ' × p50 (over 1.5); the runs were disturbed, compare with care', text: ' ⚠' });
+  }
+
+  // A latency cell: the median, marked when unstable.
+  function latencyCell(lat) {
+    var mark = unstableMark(lat);
+    return el('span', {}, mark ? [C.fmt(C.latencyOf(lat), 3), mark] : [C.fmt(C.latencyOf(lat), 3)]);
+  }
+
+  function latencyKv(lat) {
+    return el('div', { className: 'kv' }, [el('span', { className: 'k', text: 'Latency (p50)' }),
+      el('span', { className: 'v' }, [latencyCell(lat), ' ms'])]);
+  }
+
   // ---------------------------------------------------------------- one run
 
   function runPage() {
@@ -125,7 +143,7 @@
     // Summary cards: the reference, the fully quantized model, the top 3.
     var cards = document.getElementById('cards');
     var floatLines = [kv('Size', C.fmtSize(b.size_bytes, u), true),
-      kv('Latency', C.fmt(b.latency_ms.mean, 3) + ' ms ± ' + C.fmt(b.latency_ms.stddev, 3))];
+      latencyKv(b.latency_ms)];
     if (b.accuracy) {
       Object.keys(b.accuracy).forEach(function (k) {
         floatLines.push(kv('Accuracy ' + k, C.fmt(b.accuracy[k], 2) + ' %'));  // percent, as seqto eval
@@ -138,7 +156,7 @@
       cards.appendChild(card('Fully quantized (candidate ' + fc.index + ')', [
         kv('Accuracy loss', C.fmt(fc.metrics.accuracy_loss, 2) + ' pts', true),
         kv('Size', C.fmtSize(fc.size_bytes, u) + ' (' + pct(fc.size_bytes) + ')'),
-        kv('Latency', C.fmt(fc.latency_ms.mean, 3) + ' ms'),
+        latencyKv(fc.latency_ms),
       ]));
     }
     view.top3.forEach(function (p) {
@@ -147,7 +165,7 @@
       var lines = [
         kv('Accuracy loss', C.fmt(c.metrics.accuracy_loss, 2) + ' pts', true),
         kv('Size', C.fmtSize(c.size_bytes, u) + ' (' + pct(c.size_bytes) + ')'),
-        kv('Latency', C.fmt(c.latency_ms.mean, 3) + ' ms'),
+        latencyKv(c.latency_ms),
         kv('Float groups', String(ex)),
         ex ? el('div', { className: 'names', title: c.excluded.join('\n'), text: c.excluded.join(', ') }) : null,
         el('div', { className: 'kv' }, [fileLink(c.model_file)]),
@@ -188,7 +206,9 @@
       { key: 'kl_divergence', label: 'KL (nats)', num: true, value: m('kl_divergence'), cell: num(m('kl_divergence'), 4) },
       { key: 'size_bytes', label: 'Size (' + u.name + ', % of float)', num: true, value: function (r) { return r.c.size_bytes; },
         cell: function (r) { return (r.c.size_bytes / u.div).toFixed(u.digits) + ' (' + pct(r.c.size_bytes) + ')'; } },
-      { key: 'latency', label: 'Latency (ms)', num: true, value: function (r) { return r.c.latency_ms.mean; },
+      { key: 'latency', label: 'Latency p50 (ms)', num: true, title: 'Median of the timed runs; ⚠: p95 over 1.5 × p50',
+        value: function (r) { return C.latencyOf(r.c.latency_ms); }, cell: function (r) { return latencyCell(r.c.latency_ms); } },
+      { key: 'mean', label: 'Mean (ms)', num: true, value: function (r) { return r.c.latency_ms.mean; },
         cell: function (r) { return C.fmt(r.c.latency_ms.mean, 3) + ' ± ' + C.fmt(r.c.latency_ms.stddev, 3); } },
       { key: 'p95', label: 'p95 (ms)', num: true, value: function (r) { return r.c.latency_ms.p95; },
         cell: function (r) { return C.fmt(r.c.latency_ms.p95, 3); } },
@@ -240,7 +260,7 @@
       col('accuracy_loss', '#1 acc. loss (pts)', merge1({ num: true }, bestM(function (c) { return c.metrics.accuracy_loss; }, 2))),
       col('size_pct', '#1 size (% of float)', merge1({ num: true }, bestM(function (c, r) {
         return 100 * c.size_bytes / r.run.view.report.baseline.size_bytes; }, 1))),
-      col('latency', '#1 latency (ms)', merge1({ num: true }, bestM(function (c) { return c.latency_ms.mean; }, 3))),
+      col('latency', '#1 latency p50 (ms)', merge1({ num: true }, bestM(function (c) { return C.latencyOf(c.latency_ms); }, 3))),
       col('float_latency', 'Float latency (ms)', { num: true, value: function (r) { return r.run.view.floatLatency; },
         cell: function (r) { return C.fmt(r.run.view.floatLatency, 3); } }),
     ], rows);

@@ -50,6 +50,12 @@
 
   // ------------------------------------------------------------------ the view
 
+  // The latency a candidate is compared by: the median, as the tuner's objective
+  // (the mean where an older report.json has no p50).
+  function latencyOf(lat) { return isNum(lat.p50) ? lat.p50 : lat.mean; }
+  // A latency whose p95 exceeded 1.5 x p50 (the tuner's latency_ms.unstable).
+  function unstable(lat) { return lat.unstable === true; }
+
   var OBJECTIVES = {
     accuracy_loss: {
       label: 'Accuracy loss', color: '#d62728',
@@ -60,8 +66,8 @@
       get: function (c) { return c.size_bytes; },
     },
     latency_ms: {
-      label: 'Latency (mean)', color: '#2ca02c',
-      get: function (c) { return c.latency_ms.mean; },
+      label: 'Latency (p50)', color: '#2ca02c',
+      get: function (c) { return latencyOf(c.latency_ms); },
     },
   };
   var DEFAULT_OBJECTIVES = ['accuracy_loss', 'size_bytes', 'latency_ms'];
@@ -113,7 +119,7 @@
 
     var maxSize = report.baseline.size_bytes;
     cycles.forEach(function (c) { if (c.size_bytes > maxSize) maxSize = c.size_bytes; });
-    var floatLatency = report.baseline.latency_ms.mean;
+    var floatLatency = latencyOf(report.baseline.latency_ms);
     return {
       report: report,
       model: report.model,
@@ -186,9 +192,13 @@
         fmt(m.top5_overlap, 3) + ' &middot; Kendall &tau;: ' + fmt(m.kendall_tau, 3),
       'Output SQNR: ' + fmt(m.sqnr_db, 1) + ' dB &middot; KL: ' + fmt(m.kl_divergence, 4),
       'Size: <b>' + fmtSize(c.size_bytes, u) + '</b>' + sizePct,
-      'Latency: <b>' + fmt(lat.mean, 3) + ' ms</b> &plusmn; ' + fmt(lat.stddev, 3) + ' (p50 ' + fmt(lat.p50, 3) +
-        ', p95 ' + fmt(lat.p95, 3) + ')',
+      'Latency: <b>' + fmt(latencyOf(lat), 3) + ' ms</b> p50 (mean ' + fmt(lat.mean, 3) + ' &plusmn; ' +
+        fmt(lat.stddev, 3) + ', p95 ' + fmt(lat.p95, 3) + ')',
     ];
+    if (unstable(lat)) {
+      lines.push('<span style="color:#b35900">&#9888; Unstable latency: p95 is ' + fmt(lat.p95 / lat.p50, 2) +
+        ' &times; p50 (over 1.5), the runs were disturbed</span>');
+    }
     return lines.join('<br>');
   }
 
@@ -355,11 +365,11 @@
     opts = opts || {};
     var u = view.unit;
     var o = baseOption(view, opts, 'Accuracy loss vs. model size',
-      'color = mean latency · ringed = Pareto front · labelled = top-3 picks · triangle = float model');
+      'color = latency (p50) · ringed = Pareto front · labelled = top-3 picks · triangle = float model');
     function point(c) {
-      return [+(c.size_bytes / u.div).toFixed(6), c.metrics.accuracy_loss, c.latency_ms.mean, c.index];
+      return [+(c.size_bytes / u.div).toFixed(6), c.metrics.accuracy_loss, latencyOf(c.latency_ms), c.index];
     }
-    var lats = view.rows.map(function (r) { return r.cycle.latency_ms.mean; });
+    var lats = view.rows.map(function (r) { return latencyOf(r.cycle.latency_ms); });
     var latMin = Math.min.apply(null, lats), latMax = Math.max.apply(null, lats);
     if (!(latMax > latMin)) latMax = latMin + 1e-6;
     var front = view.pareto.filter(function (p) { return view.byIndex[p.cycle]; });
@@ -391,7 +401,7 @@
     var floatLoss = 0;  // the float model is the reference: no accuracy lost
     series.push({
       id: 'float', name: 'Float model', type: 'scatter', z: 2,
-      data: [[+(b.size_bytes / u.div).toFixed(6), floatLoss, b.latency_ms.mean, -1]],
+      data: [[+(b.size_bytes / u.div).toFixed(6), floatLoss, latencyOf(b.latency_ms), -1]],
       symbol: 'triangle', symbolSize: 14, itemStyle: { color: '#555', borderColor: '#111', borderWidth: 0.8 },
       label: { show: true, position: 'left', formatter: 'float', color: '#333', fontSize: 11 },
     });
@@ -418,7 +428,7 @@
     // The latency bar needs a title of its own (the visualMap has none).
     o.graphic = [{
       type: 'text', right: 10, top: 104,
-      style: { text: 'Mean latency', fontSize: 12, fontWeight: 'bold', fill: '#333', fontFamily: o.textStyle.fontFamily },
+      style: { text: 'Latency (p50)', fontSize: 12, fontWeight: 'bold', fill: '#333', fontFamily: o.textStyle.fontFamily },
     }];
     o.tooltip = merge(o.tooltip, {
       trigger: 'item',
@@ -426,7 +436,7 @@
         var idx = p.value[3];
         if (idx === -1) {
           return '<b>Float model</b> (reference, nothing quantized)<br>Size: ' + fmtSize(b.size_bytes, u) +
-            '<br>Latency: ' + fmt(b.latency_ms.mean, 3) + ' ms &plusmn; ' + fmt(b.latency_ms.stddev, 3);
+            '<br>Latency: ' + fmt(latencyOf(b.latency_ms), 3) + ' ms p50 (mean ' + fmt(b.latency_ms.mean, 3) + ')';
         }
         var c = view.byIndex[idx];
         return c ? candidateTooltip(view, c) : '';
@@ -538,6 +548,8 @@
     tradeoffOption: tradeoffOption,
     compareTradeoffOption: compareTradeoffOption,
     compareCyclesOption: compareCyclesOption,
+    latencyOf: latencyOf,
+    unstable: unstable,
     escapeHtml: escapeHtml,
     fmt: fmt,
     fmtSize: fmtSize,

@@ -81,6 +81,14 @@ function figureLinks(figures) {
   return ' · static figures: ' + figures.map((f) => `<a href="${esc(f)}">${esc(path.basename(f))}</a>`).join(', ');
 }
 
+// The tuner's one-line warning that the machine looked busy while it measured
+// latencies (report.json's machine_busy), as a banner; nothing when it did not.
+function busyWarning(report) {
+  const busy = report.machine_busy;
+  if (!busy || typeof busy.warning !== 'string') return '';
+  return `<p class="warning" id="busy-warning" role="alert">&#9888; ${esc(busy.warning)}</p>`;
+}
+
 // report.html of one run. runName: the run folder's name; figures: relative paths.
 function runPage(report, { runName, figures, generatedAt }) {
   const view = C.prepareRun(report);
@@ -97,6 +105,7 @@ function runPage(report, { runName, figures, generatedAt }) {
 <p class="meta">${view.rows.length} candidates · ${groupsNote}${report.pareto.length} on the Pareto front · generated ${esc(generatedAt)}</p>
 <div class="chips">${chips.join('')}</div>
 </header>
+${busyWarning(report)}
 <h2>Summary</h2>
 <div class="cards" id="cards"></div>
 <h2>Objectives</h2>
@@ -104,9 +113,9 @@ ${chartSection('objectives', 'Each objective min-max normalized to 0–100 over 
 <h2>Per-group errors</h2>
 ${chartSection('groups', 'Quantization error of each group in execution order (as in the SeQTO paper’s Figure 2): XModel SQNR compares a tensor in the quantized model with the float model, QDQ SQNR its value before and after Q/DQ, weight SQNR the dequantized weight with the float one. Lower SQNR = more damage.')}
 <h2>Trade-off</h2>
-${chartSection('tradeoff', 'Accuracy loss against model size, one point per candidate, colored by mean latency. Ringed points are on the Pareto front; the labelled rings are the top-3 picks (closest to the ideal point). Click a point to find it in the table.')}
+${chartSection('tradeoff', 'Accuracy loss against model size, one point per candidate, colored by median (p50) latency. Ringed points are on the Pareto front; the labelled rings are the top-3 picks (closest to the ideal point). Click a point to find it in the table.')}
 <h2>Candidates</h2>
-<p class="caption">Click a column heading to sort. Shaded rows: the top-3 Pareto picks; a gray edge marks the rest of the front. Model files are relative to this report.</p>
+<p class="caption">Click a column heading to sort. Shaded rows: the top-3 Pareto picks; a gray edge marks the rest of the front. Latency is the median (p50) of the timed runs; <span class="unstable-mark">&#9888;</span> marks an unstable latency (p95 over 1.5 &times; p50: the runs were disturbed, compare it with care). Model files are relative to this report.</p>
 <div class="table-wrap" id="candidates"></div>
 <h2>Settings</h2>
 <div id="settings"></div>

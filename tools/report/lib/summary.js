@@ -3,6 +3,8 @@
 // run's report.json, never recomputed. Paths are relative to the summary's folder.
 'use strict';
 
+const { latencyOf } = require('./charts');
+
 const COLUMNS = ['cycle', 'accuracy_loss', 'size_bytes', 'latency_ms'];
 
 // runs: [{name, report}] in the order to write them.
@@ -21,7 +23,7 @@ function build(runs) {
           model_file: `${name}/${c.model_file}`,
           accuracy_loss: c.metrics.accuracy_loss,
           size_bytes: c.size_bytes,
-          latency_ms: c.latency_ms.mean,
+          latency_ms: latencyOf(c.latency_ms),
           objectives: p.objectives,
           distance: p.distance === undefined ? null : p.distance,
         };
@@ -35,7 +37,7 @@ function build(runs) {
       pareto_front: report.pareto.map((p) => p.cycle),
       top3,
       // One row per candidate in cycle order, columns as "columns" above.
-      all_values: cycles.map((c) => [c.index, c.metrics.accuracy_loss, c.size_bytes, c.latency_ms.mean]),
+      all_values: cycles.map((c) => [c.index, c.metrics.accuracy_loss, c.size_bytes, latencyOf(c.latency_ms)]),
     };
   }
   return out;

@@ -158,6 +158,19 @@ async function checkRunPage(page, args) {
   // The candidates table: one row per candidate, links to the .onnx files, sortable.
   const rowIds = () => page.$$eval('#candidates tbody tr', (trs) => trs.map((tr) => +tr.dataset.row));
   check((await rowIds()).length === cycles, `table: ${(await rowIds()).length} rows, expected ${cycles}`);
+  // Unstable latencies (p95 over 1.5 x p50) are marked in their rows, and only there.
+  const unstable = report.cycles.filter((x) => x.latency_ms.unstable === true).map((x) => x.index).sort((x, y) => x - y);
+  const marked = (await page.$$eval('#candidates tbody tr', (trs) => trs.filter((tr) => tr.querySelector('.unstable-mark'))
+    .map((tr) => +tr.dataset.row))).sort((x, y) => x - y);
+  check(JSON.stringify(marked) === JSON.stringify(unstable),
+    `table: unstable-latency marks on candidates ${JSON.stringify(marked)}, expected ${JSON.stringify(unstable)}`);
+  // The tuner's busy-machine warning is a banner when report.json has one.
+  const banners = await page.locator('#busy-warning').count();
+  check(banners === (report.machine_busy ? 1 : 0), `busy-machine banner: ${banners}, machine_busy: ${JSON.stringify(report.machine_busy)}`);
+  if (report.machine_busy) {
+    const text = await page.locator('#busy-warning').innerText();
+    check(text.includes(report.machine_busy.warning), `busy-machine banner says "${text}"`);
+  }
   const hrefs = await page.$$eval('#candidates tbody a', (as) => as.map((a) => a.getAttribute('href')));
   check(hrefs.length === cycles && hrefs.every((h) => h.endsWith('.onnx')), `table: model links ${JSON.stringify(hrefs.slice(0, 3))}...`);
   const header = page.locator('#candidates th[data-key="accuracy_loss"]');
