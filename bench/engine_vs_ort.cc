@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "core/stats.h"
 #include "onnxio/model_io.h"
 #include "runtime/session.h"
@@ -105,6 +106,7 @@ bool IsQdq(const ir::Model& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  UsePassiveThreadWaits(argv);  // as the seqto executable does
   CLI::App app{"Latency of seqto's engine against ONNX Runtime on the benchmark CNNs (median of R runs)"};
   int runs = 10, warmup = 2;
   std::string models_dir = SEQTO_BENCH_MODELS_DIR, models = "resnet50,mobilenetv2,resnet50_qdq,mobilenetv2_qdq",
