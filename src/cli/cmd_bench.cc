@@ -107,6 +107,8 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
   auto session = runtime::Session::Create(*model, options);
   if (!session) return ReportError("bench", std::move(session).WithContext(path).error());
   std::vector<double> times;
+  OtherLoadMeter load;
+  load.Start();
   for (int i = 0; i < warmup + runs; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     auto out = (*session)->Run(inputs);
@@ -114,13 +116,24 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
     if (!out) return ReportError("bench", std::move(out).WithContext(path).error());
     if (i >= warmup) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
+  load.Stop();
   const LatencyStats stats = Summarize(times);
   const int used_threads = threads > 0 ? threads : NumThreads();
+  const std::optional<double> other_cores = load.OtherCores();
+  const bool busy = other_cores && LooksBusy(*other_cores, used_threads, AvailableCores());
   const int used_batch =
       inputs.empty() ? 0 : static_cast<int>(inputs.begin()->second.shape().empty() ? 1 : inputs.begin()->second.dim(0));
   std::printf("model %s  runner engine  batch %d  threads %d  runs %d\n", path.c_str(), used_batch, used_threads, runs);
   std::printf("latency ms: mean %.3f  p50 %.3f  p95 %.3f  min %.3f  max %.3f  stddev %.3f\n", stats.mean, stats.p50,
               stats.p95, stats.min, stats.max, stats.stddev);
+  if (LatencyUnstable(stats))
+    std::fprintf(stderr, "seqto bench: warning: unstable latency: p95 is %.2f x p50 (over %.1f)\n",
+                 stats.p95 / stats.p50, kUnstableP95OverP50);
+  if (busy)
+    std::fprintf(stderr,
+                 "seqto bench: warning: the machine looks busy: other processes used %.2f of its %d cores while "
+                 "measuring with %d threads, so latencies may be inflated\n",
+                 *other_cores, AvailableCores(), used_threads);
   if (!json_path.empty()) {
     nlohmann::json j;
     j["model"] = path;
@@ -131,6 +144,9 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
     j["warmup"] = warmup;
     j["latency_ms"] = {{"mean", stats.mean}, {"p50", stats.p50}, {"p95", stats.p95},
                        {"min", stats.min},   {"max", stats.max}, {"stddev", stats.stddev}};
+    j["latency_ms"]["unstable"] = LatencyUnstable(stats);
+    j["latency_ms"]["other_cores"] = other_cores ? nlohmann::json(*other_cores) : nlohmann::json();
+    j["latency_ms"]["busy"] = busy;
     if (Status s = WriteTextFile(json_path, j.dump(2) + "\n"); !s.ok()) return ReportError("bench", s.error());
   }
   return kExitOk;

@@ -241,7 +241,12 @@ TEST(Cli, BenchRunsARealModel) {
   EXPECT_EQ(j["batch"], 3);
   EXPECT_EQ(j["threads"], 1);
   EXPECT_EQ(j["runs"], 3);
-  for (const char* k : {"mean", "p50", "p95"}) EXPECT_GE(j["latency_ms"][k].get<double>(), 0.0) << k;
+  for (const char* k : {"mean", "p50", "p95", "min", "max", "stddev"})
+    EXPECT_GE(j["latency_ms"][k].get<double>(), 0.0) << k;
+  const auto& lat = j["latency_ms"];
+  EXPECT_EQ(lat["unstable"].get<bool>(), lat["p95"].get<double>() > 1.5 * lat["p50"].get<double>());
+  EXPECT_TRUE(lat["other_cores"].is_null()) << "4 runs of a Relu are far too short to tell";
+  EXPECT_FALSE(lat["busy"].get<bool>());
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // objective, every measurement says whether it was unstable (p95/p50 > 1.5) and how
 // much CPU other processes took meanwhile, and a run next to a CPU-bound process
 // warns once that the machine looks busy (one stderr line, machine_busy in
-// report.json).
+// report.json); so does `seqto bench`.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -93,6 +93,26 @@ TEST(TuneLatencyCli, BusyMachineWarnsOnceAndTheReportRecordsIt) {
   EXPECT_GT(busy["max_other_cores"].get<double>(), 0.5);
   EXPECT_TRUE(busy["baseline"].get<bool>() || !busy["cycles"].empty()) << busy.dump();
   EXPECT_NE(r.err.find(busy["warning"].get<std::string>().substr(0, 60)), std::string::npos);
+}
+
+TEST(TuneLatencyCli, BenchNextToABusyProcessWarnsToo) {
+  const fs::path dir = TempDir();
+  const std::vector<std::string> args = {"bench",     (kSource / "examples/fashion-mnist/resnet.onnx").string(),
+                                         "--runs",    "1500",
+                                         "--threads", std::to_string(AvailableCores()),
+                                         "--json",    (dir / "bench.json").string()};
+  Result r;
+  {
+    const CpuHog hog;
+    ASSERT_TRUE(hog.started());
+    r = RunSeqto(args);
+  }
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  EXPECT_EQ(CountLines(r.err, "seqto bench: warning: the machine looks busy"), 1u) << r.err;
+  const json j = json::parse(ReadFile(dir / "bench.json"));
+  ASSERT_TRUE(j["latency_ms"]["other_cores"].is_number()) << j.dump();
+  EXPECT_GT(j["latency_ms"]["other_cores"].get<double>(), 0.5);
+  EXPECT_TRUE(j["latency_ms"]["busy"].get<bool>());
 }
 
 TEST(TuneLatencyCli, EveryMeasurementRecordsMedianSpreadAndLoad) {
