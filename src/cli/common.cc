@@ -6,8 +6,8 @@
 #include <iostream>
 
 #include "core/file_util.h"
-#include "ir/graph.h"
 #include "core/parallel.h"
+#include "ir/graph.h"
 
 namespace seqto::cli {
 

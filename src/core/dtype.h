@@ -51,20 +51,34 @@ uint16_t FloatToBFloat16(float f);
 
 template <typename T>
 constexpr DType DTypeOf() {
-  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
-  else if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::kInt8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return DType::kUInt16;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::kInt16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
-  else if constexpr (std::is_same_v<T, uint32_t>) return DType::kUInt32;
-  else if constexpr (std::is_same_v<T, uint64_t>) return DType::kUInt64;
-  else if constexpr (std::is_same_v<T, bool>) return DType::kBool;
-  else if constexpr (std::is_same_v<T, Float16>) return DType::kFloat16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::kBFloat16;
-  else static_assert(sizeof(T) == 0, "no DType for this C++ type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::kFloat32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::kFloat64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::kUInt8;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return DType::kInt8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return DType::kUInt16;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return DType::kInt16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::kInt32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::kInt64;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return DType::kUInt32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return DType::kUInt64;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::kBool;
+  else if constexpr (std::is_same_v<T, Float16>)
+    return DType::kFloat16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::kBFloat16;
+  else
+    static_assert(sizeof(T) == 0, "no DType for this C++ type");
 }
 
 // Calls f(T{}) with the C++ type of `t`; returns false if `t` is not one of the
@@ -72,17 +86,38 @@ constexpr DType DTypeOf() {
 template <typename F>
 bool VisitNumeric(DType t, F&& f) {
   switch (t) {
-    case DType::kFloat32: f(float{}); return true;
-    case DType::kFloat64: f(double{}); return true;
-    case DType::kUInt8: f(uint8_t{}); return true;
-    case DType::kInt8: f(int8_t{}); return true;
-    case DType::kUInt16: f(uint16_t{}); return true;
-    case DType::kInt16: f(int16_t{}); return true;
-    case DType::kInt32: f(int32_t{}); return true;
-    case DType::kInt64: f(int64_t{}); return true;
-    case DType::kUInt32: f(uint32_t{}); return true;
-    case DType::kUInt64: f(uint64_t{}); return true;
-    default: return false;
+    case DType::kFloat32:
+      f(float{});
+      return true;
+    case DType::kFloat64:
+      f(double{});
+      return true;
+    case DType::kUInt8:
+      f(uint8_t{});
+      return true;
+    case DType::kInt8:
+      f(int8_t{});
+      return true;
+    case DType::kUInt16:
+      f(uint16_t{});
+      return true;
+    case DType::kInt16:
+      f(int16_t{});
+      return true;
+    case DType::kInt32:
+      f(int32_t{});
+      return true;
+    case DType::kInt64:
+      f(int64_t{});
+      return true;
+    case DType::kUInt32:
+      f(uint32_t{});
+      return true;
+    case DType::kUInt64:
+      f(uint64_t{});
+      return true;
+    default:
+      return false;
   }
 }
 

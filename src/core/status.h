@@ -44,15 +44,13 @@ class [[nodiscard]] Status {
 };
 
 inline Error UserError(std::string message) { return Error{ErrorKind::kUser, std::move(message)}; }
-inline Error InternalError(std::string message) {
-  return Error{ErrorKind::kInternal, std::move(message)};
-}
+inline Error InternalError(std::string message) { return Error{ErrorKind::kInternal, std::move(message)}; }
 
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}       // NOLINT: implicit on purpose
-  Expected(Error error) : v_(std::move(error)) {}   // NOLINT
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT: implicit on purpose
+  Expected(Error error) : v_(std::move(error)) {}  // NOLINT
   Expected(Status status) : v_(status.error()) {}  // NOLINT: only from a failed Status
 
   bool ok() const { return v_.index() == 0; }
@@ -93,15 +91,14 @@ class [[nodiscard]] Expected {
 #define SEQTO_CONCAT(a, b) SEQTO_CONCAT_INNER(a, b)
 
 // Returns the error of a Status-returning expression from the enclosing function.
-#define SEQTO_RETURN_IF_ERROR(expr)                     \
-  do {                                                  \
-    ::seqto::Status seqto_status_ = (expr);             \
+#define SEQTO_RETURN_IF_ERROR(expr)                        \
+  do {                                                     \
+    ::seqto::Status seqto_status_ = (expr);                \
     if (!seqto_status_.ok()) return seqto_status_.error(); \
   } while (0)
 
 // `SEQTO_ASSIGN_OR_RETURN(auto x, Foo());` unwraps an Expected or returns its error.
-#define SEQTO_ASSIGN_OR_RETURN(lhs, expr)                                \
-  auto SEQTO_CONCAT(seqto_expected_, __LINE__) = (expr);                 \
-  if (!SEQTO_CONCAT(seqto_expected_, __LINE__).ok())                     \
-    return SEQTO_CONCAT(seqto_expected_, __LINE__).error();              \
+#define SEQTO_ASSIGN_OR_RETURN(lhs, expr)                                                                    \
+  auto SEQTO_CONCAT(seqto_expected_, __LINE__) = (expr);                                                     \
+  if (!SEQTO_CONCAT(seqto_expected_, __LINE__).ok()) return SEQTO_CONCAT(seqto_expected_, __LINE__).error(); \
   lhs = std::move(SEQTO_CONCAT(seqto_expected_, __LINE__)).value()

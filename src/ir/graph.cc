@@ -30,27 +30,36 @@ size_t Node::num_present_inputs() const {
 namespace {
 const char* TypeName(Attribute::Type t) {
   switch (t) {
-    case Attribute::Type::kFloat: return "float";
-    case Attribute::Type::kInt: return "int";
-    case Attribute::Type::kString: return "string";
-    case Attribute::Type::kTensor: return "tensor";
-    case Attribute::Type::kFloats: return "floats";
-    case Attribute::Type::kInts: return "ints";
-    case Attribute::Type::kStrings: return "strings";
-    case Attribute::Type::kGraph: return "graph";
-    default: return "other";
+    case Attribute::Type::kFloat:
+      return "float";
+    case Attribute::Type::kInt:
+      return "int";
+    case Attribute::Type::kString:
+      return "string";
+    case Attribute::Type::kTensor:
+      return "tensor";
+    case Attribute::Type::kFloats:
+      return "floats";
+    case Attribute::Type::kInts:
+      return "ints";
+    case Attribute::Type::kStrings:
+      return "strings";
+    case Attribute::Type::kGraph:
+      return "graph";
+    default:
+      return "other";
   }
 }
 }  // namespace
 
-#define SEQTO_ATTR_GETTER(Ret, Method, TypeEnum, field)                                               \
-  Expected<Ret> Node::Method(const std::string& attr, Ret def) const {                                \
-    auto it = attributes.find(attr);                                                                  \
-    if (it == attributes.end()) return def;                                                           \
-    if (it->second.type != Attribute::Type::TypeEnum)                                                 \
+#define SEQTO_ATTR_GETTER(Ret, Method, TypeEnum, field)                                                  \
+  Expected<Ret> Node::Method(const std::string& attr, Ret def) const {                                   \
+    auto it = attributes.find(attr);                                                                     \
+    if (it == attributes.end()) return def;                                                              \
+    if (it->second.type != Attribute::Type::TypeEnum)                                                    \
       return UserError(Describe() + ": attribute '" + attr + "' has type " + TypeName(it->second.type) + \
-                       ", expected " + TypeName(Attribute::Type::TypeEnum));                          \
-    return it->second.field;                                                                          \
+                       ", expected " + TypeName(Attribute::Type::TypeEnum));                             \
+    return it->second.field;                                                                             \
   }
 
 SEQTO_ATTR_GETTER(int64_t, attr_int, kInt, i)
@@ -70,7 +79,8 @@ Status Graph::Verify() const {
     if (!node_names.insert(n.name).second) return UserError("graph: node name '" + n.name + "' is used twice");
     for (const auto& in : n.inputs)
       if (!in.empty() && !defined.count(in))
-        return UserError(n.Describe() + ": input '" + in + "' is not produced by any earlier node, input or initializer");
+        return UserError(n.Describe() + ": input '" + in +
+                         "' is not produced by any earlier node, input or initializer");
     for (const auto& out : n.outputs) {
       if (out.empty()) continue;
       if (!defined.insert(out).second)

@@ -30,7 +30,7 @@ struct Attribute {
 
 // A dimension is either a known extent or a symbolic name ("batch", "N") or unknown.
 struct Dim {
-  int64_t value = -1;  // -1 when not known
+  int64_t value = -1;   // -1 when not known
   std::string param{};  // symbolic name, if any
   bool known() const { return value >= 0; }
 };
@@ -52,7 +52,7 @@ struct ValueInfo {
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" for ai.onnx
+  std::string domain;                // "" for ai.onnx
   std::vector<std::string> inputs;   // "" marks an omitted optional input
   std::vector<std::string> outputs;  // "" marks an omitted optional output
   std::map<std::string, Attribute> attributes;
@@ -73,8 +73,8 @@ struct Node {
 
 struct Graph {
   std::string name;
-  std::vector<Node> nodes;  // topologically sorted (Verify checks)
-  std::vector<ValueInfo> inputs;   // graph inputs that are not initializers
+  std::vector<Node> nodes;        // topologically sorted (Verify checks)
+  std::vector<ValueInfo> inputs;  // graph inputs that are not initializers
   std::vector<ValueInfo> outputs;
   std::vector<ValueInfo> value_infos;  // intermediate values with known type/shape
   std::map<std::string, Tensor> initializers;

@@ -104,9 +104,8 @@ InferenceCheck CheckNodeForInference(const NodeView& n) {
   return {};
 }
 
-
 const onnx::OpSchema* GuardedSchemaRegistry::GetSchema(const std::string& key, int max_inclusive_version,
-                                                      const std::string& domain) const {
+                                                       const std::string& domain) const {
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(key, max_inclusive_version, domain);
   // Ops without an inference function are expanded as functions by ONNX: leave them.
   if (!schema || !schema->has_type_and_shape_inference_function()) return schema;

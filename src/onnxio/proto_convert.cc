@@ -19,7 +19,8 @@ Expected<std::string> ResolveExternalPath(const std::string& base_dir, const std
   const std::string where = "initializer '" + tensor_name + "': external data location '" + location + "'";
   if (base_dir.empty()) return UserError(where + " cannot be resolved: the model was not loaded from a file");
   fs::path rel(location);
-  if (location.empty() || rel.is_absolute()) return UserError(where + " must be a relative path inside the model's folder");
+  if (location.empty() || rel.is_absolute())
+    return UserError(where + " must be a relative path inside the model's folder");
   for (const auto& part : rel.lexically_normal())
     if (part == "..") return UserError(where + " leaves the model's folder");
   std::error_code ec;
@@ -61,12 +62,14 @@ Status ReadExternalData(const onnx::TensorProto& proto, const std::string& base_
                      std::to_string(nbytes) + " bytes its type and shape need");
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
-    return UserError(what + ": external data file " + path + (fs::exists(path, ec) ? " is not a regular file" : " does not exist"));
+    return UserError(what + ": external data file " + path +
+                     (fs::exists(path, ec) ? " is not a regular file" : " does not exist"));
   const uintmax_t file_size = fs::file_size(path, ec);
   if (ec) return UserError(what + ": cannot read external data file " + path + ": " + ec.message());
   if (static_cast<uint64_t>(offset) > file_size || nbytes > file_size - static_cast<uint64_t>(offset))
     return UserError(what + ": external data file " + path + " is too short (needs " + std::to_string(nbytes) +
-                     " bytes from byte " + std::to_string(offset) + ", file is " + std::to_string(file_size) + " bytes)");
+                     " bytes from byte " + std::to_string(offset) + ", file is " + std::to_string(file_size) +
+                     " bytes)");
   std::ifstream in(path, std::ios::binary);
   if (!in) return UserError(what + ": cannot open external data file " + path);
   in.seekg(offset);
@@ -129,34 +132,65 @@ Expected<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   };
   int count = 0;
   switch (dtype) {
-    case DType::kFloat32: count = proto.float_data_size(); break;
-    case DType::kFloat64: count = proto.double_data_size(); break;
-    case DType::kInt64: count = proto.int64_data_size(); break;
+    case DType::kFloat32:
+      count = proto.float_data_size();
+      break;
+    case DType::kFloat64:
+      count = proto.double_data_size();
+      break;
+    case DType::kInt64:
+      count = proto.int64_data_size();
+      break;
     case DType::kUInt32:
-    case DType::kUInt64: count = proto.uint64_data_size(); break;
-    default: count = proto.int32_data_size(); break;
+    case DType::kUInt64:
+      count = proto.uint64_data_size();
+      break;
+    default:
+      count = proto.int32_data_size();
+      break;
   }
   SEQTO_RETURN_IF_ERROR(check_count(count));
   Tensor t(dtype, shape, std::make_shared<Storage>(nbytes));
   switch (dtype) {
-    case DType::kFloat32: CopyField(proto.float_data(), t.data<float>()); break;
-    case DType::kFloat64: CopyField(proto.double_data(), t.data<double>()); break;
-    case DType::kInt64: CopyField(proto.int64_data(), t.data<int64_t>()); break;
-    case DType::kUInt32: CopyField(proto.uint64_data(), t.data<uint32_t>()); break;
-    case DType::kUInt64: CopyField(proto.uint64_data(), t.data<uint64_t>()); break;
-    case DType::kInt32: CopyField(proto.int32_data(), t.data<int32_t>()); break;
-    case DType::kInt16: CopyField(proto.int32_data(), t.data<int16_t>()); break;
+    case DType::kFloat32:
+      CopyField(proto.float_data(), t.data<float>());
+      break;
+    case DType::kFloat64:
+      CopyField(proto.double_data(), t.data<double>());
+      break;
+    case DType::kInt64:
+      CopyField(proto.int64_data(), t.data<int64_t>());
+      break;
+    case DType::kUInt32:
+      CopyField(proto.uint64_data(), t.data<uint32_t>());
+      break;
+    case DType::kUInt64:
+      CopyField(proto.uint64_data(), t.data<uint64_t>());
+      break;
+    case DType::kInt32:
+      CopyField(proto.int32_data(), t.data<int32_t>());
+      break;
+    case DType::kInt16:
+      CopyField(proto.int32_data(), t.data<int16_t>());
+      break;
     case DType::kUInt16:
     case DType::kFloat16:
-    case DType::kBFloat16: CopyField(proto.int32_data(), t.data<uint16_t>()); break;
-    case DType::kInt8: CopyField(proto.int32_data(), t.data<int8_t>()); break;
-    case DType::kUInt8: CopyField(proto.int32_data(), t.data<uint8_t>()); break;
+    case DType::kBFloat16:
+      CopyField(proto.int32_data(), t.data<uint16_t>());
+      break;
+    case DType::kInt8:
+      CopyField(proto.int32_data(), t.data<int8_t>());
+      break;
+    case DType::kUInt8:
+      CopyField(proto.int32_data(), t.data<uint8_t>());
+      break;
     case DType::kBool: {
       bool* out = t.data<bool>();
       for (int i = 0; i < proto.int32_data_size(); ++i) out[i] = proto.int32_data(i) != 0;
       break;
     }
-    default: return UserError(what + ": unsupported data type " + DTypeName(dtype));
+    default:
+      return UserError(what + ": unsupported data type " + DTypeName(dtype));
   }
   return t;
 }
@@ -192,8 +226,10 @@ std::string TypeText(const onnx::TypeProto& t, int depth = 0) {
       return "map(" + elem(t.map_type().key_type()) + ", " + TypeText(t.map_type().value_type(), depth + 1) + ")";
     case onnx::TypeProto::kOptionalType:
       return "optional(" + TypeText(t.optional_type().elem_type(), depth + 1) + ")";
-    case onnx::TypeProto::kSparseTensorType: return "sparse_tensor(" + elem(t.sparse_tensor_type().elem_type()) + ")";
-    default: return "unknown type";
+    case onnx::TypeProto::kSparseTensorType:
+      return "sparse_tensor(" + elem(t.sparse_tensor_type().elem_type()) + ")";
+    default:
+      return "unknown type";
   }
 }
 
@@ -215,8 +251,10 @@ Expected<ir::ValueInfo> ValueInfoFromProto(const onnx::ValueInfoProto& p) {
     std::vector<ir::Dim> dims;
     for (const auto& d : tt.shape().dim()) {
       ir::Dim dim;
-      if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
-      else if (d.has_dim_param()) dim.param = d.dim_param();
+      if (d.has_dim_value() && d.dim_value() >= 0)
+        dim.value = d.dim_value();
+      else if (d.has_dim_param())
+        dim.param = d.dim_param();
       dims.push_back(dim);
     }
     v.shape = std::move(dims);
@@ -239,8 +277,10 @@ void ValueInfoToProto(const ir::ValueInfo& v, onnx::ValueInfoProto* p) {
     auto* shape = tt->mutable_shape();
     for (const auto& d : *v.shape) {
       auto* dim = shape->add_dim();
-      if (d.known()) dim->set_dim_value(d.value);
-      else if (!d.param.empty()) dim->set_dim_param(d.param);
+      if (d.known())
+        dim->set_dim_value(d.value);
+      else if (!d.param.empty())
+        dim->set_dim_param(d.param);
     }
   }
 }
@@ -278,9 +318,18 @@ Expected<ir::Attribute> AttributeFromProto(const onnx::AttributeProto& a, const 
   ir::Attribute out;
   using T = ir::Attribute::Type;
   switch (AttributeTypeOf(a)) {
-    case onnx::AttributeProto::FLOAT: out.type = T::kFloat; out.f = a.f(); break;
-    case onnx::AttributeProto::INT: out.type = T::kInt; out.i = a.i(); break;
-    case onnx::AttributeProto::STRING: out.type = T::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::FLOAT:
+      out.type = T::kFloat;
+      out.f = a.f();
+      break;
+    case onnx::AttributeProto::INT:
+      out.type = T::kInt;
+      out.i = a.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      out.type = T::kString;
+      out.s = a.s();
+      break;
     case onnx::AttributeProto::TENSOR: {
       if (!IsSupportedDType(static_cast<DType>(a.t().data_type()))) {
         out.type = T::kOther;  // e.g. a string tensor: kept verbatim, an op that needs it will say so
@@ -290,10 +339,21 @@ Expected<ir::Attribute> AttributeFromProto(const onnx::AttributeProto& a, const 
       SEQTO_ASSIGN_OR_RETURN(out.t, TensorFromProto(a.t(), base_dir));
       break;
     }
-    case onnx::AttributeProto::FLOATS: out.type = T::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
-    case onnx::AttributeProto::INTS: out.type = T::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
-    case onnx::AttributeProto::STRINGS: out.type = T::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
-    case onnx::AttributeProto::GRAPH: out.type = T::kGraph; break;
+    case onnx::AttributeProto::FLOATS:
+      out.type = T::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      out.type = T::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      out.type = T::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case onnx::AttributeProto::GRAPH:
+      out.type = T::kGraph;
+      break;
     default:
       // Graph lists, sparse tensors, type protos: kept verbatim so a model round-trips.
       out.type = T::kOther;
@@ -312,14 +372,36 @@ void AttributeToProto(const std::string& name, const ir::Attribute& attr, onnx::
   }
   a->set_name(name);
   switch (attr.type) {
-    case T::kFloat: a->set_type(onnx::AttributeProto::FLOAT); a->set_f(attr.f); break;
-    case T::kInt: a->set_type(onnx::AttributeProto::INT); a->set_i(attr.i); break;
-    case T::kString: a->set_type(onnx::AttributeProto::STRING); a->set_s(attr.s); break;
-    case T::kTensor: a->set_type(onnx::AttributeProto::TENSOR); TensorToProto(attr.t, "", a->mutable_t()); break;
-    case T::kFloats: a->set_type(onnx::AttributeProto::FLOATS); for (float f : attr.floats) a->add_floats(f); break;
-    case T::kInts: a->set_type(onnx::AttributeProto::INTS); for (int64_t i : attr.ints) a->add_ints(i); break;
-    case T::kStrings: a->set_type(onnx::AttributeProto::STRINGS); for (const auto& s : attr.strings) a->add_strings(s); break;
-    default: break;
+    case T::kFloat:
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(attr.f);
+      break;
+    case T::kInt:
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(attr.i);
+      break;
+    case T::kString:
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(attr.s);
+      break;
+    case T::kTensor:
+      a->set_type(onnx::AttributeProto::TENSOR);
+      TensorToProto(attr.t, "", a->mutable_t());
+      break;
+    case T::kFloats:
+      a->set_type(onnx::AttributeProto::FLOATS);
+      for (float f : attr.floats) a->add_floats(f);
+      break;
+    case T::kInts:
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t i : attr.ints) a->add_ints(i);
+      break;
+    case T::kStrings:
+      a->set_type(onnx::AttributeProto::STRINGS);
+      for (const auto& s : attr.strings) a->add_strings(s);
+      break;
+    default:
+      break;
   }
 }
 
@@ -374,7 +456,9 @@ Expected<ir::Model> ModelFromProto(const onnx::ModelProto& proto, const std::str
     n.outputs.assign(np.output().begin(), np.output().end());
     for (const auto& a : np.attribute()) {
       auto attr = AttributeFromProto(a, base_dir);
-      if (!attr) return UserError("node '" + n.name + "' (" + n.op_type + "): attribute '" + a.name() + "': " + attr.error().message);
+      if (!attr)
+        return UserError("node '" + n.name + "' (" + n.op_type + "): attribute '" + a.name() +
+                         "': " + attr.error().message);
       n.attributes[a.name()] = std::move(*attr);
     }
     graph.nodes.push_back(std::move(n));
@@ -426,7 +510,8 @@ void ModelToProto(const ir::Model& model, onnx::ModelProto* proto, size_t extern
     // Before IR version 4 every initializer must also be listed as a graph input.
     for (const auto& [name, t] : graph.initializers) {
       const std::string& init_name = name;  // (structured bindings cannot be captured before C++20 compilers catch up)
-      if (std::any_of(graph.inputs.begin(), graph.inputs.end(), [&](const ir::ValueInfo& in) { return in.name == init_name; }))
+      if (std::any_of(graph.inputs.begin(), graph.inputs.end(),
+                      [&](const ir::ValueInfo& in) { return in.name == init_name; }))
         continue;  // already listed
       ir::ValueInfo v;
       v.name = name;

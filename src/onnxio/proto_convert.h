@@ -1,9 +1,9 @@
 // Conversion between ONNX protobuf messages and seqto's ir types.
 #pragma once
 
-#include <string>
-
 #include <onnx/onnx_pb.h>
+
+#include <string>
 
 #include "core/status.h"
 #include "ir/graph.h"

@@ -9,100 +9,177 @@ namespace {
 
 // The message types of onnx.proto that can nest, and the fields that hold them.
 enum class Msg {
-  kModel, kGraph, kNode, kAttribute, kTensor, kSparseTensor, kValueInfo, kType, kTensorType, kSequenceType,
-  kMapType, kOptionalType, kSparseTensorType, kShape, kDim, kOpset, kStringString, kTrainingInfo, kFunction,
-  kTensorAnnotation, kSegment, kNone
+  kModel,
+  kGraph,
+  kNode,
+  kAttribute,
+  kTensor,
+  kSparseTensor,
+  kValueInfo,
+  kType,
+  kTensorType,
+  kSequenceType,
+  kMapType,
+  kOptionalType,
+  kSparseTensorType,
+  kShape,
+  kDim,
+  kOpset,
+  kStringString,
+  kTrainingInfo,
+  kFunction,
+  kTensorAnnotation,
+  kSegment,
+  kNone
 };
 
 struct FieldInfo {
   const char* name = nullptr;
-  Msg nested = Msg::kNone;       // message type of a length-delimited field
-  int packed_elem_bytes = -1;    // packed repeated scalars: 0 varint, 4 or 8 fixed; -1 not packed
-  bool repeated = false;         // a repeated message field (messages name the index)
+  Msg nested = Msg::kNone;     // message type of a length-delimited field
+  int packed_elem_bytes = -1;  // packed repeated scalars: 0 varint, 4 or 8 fixed; -1 not packed
+  bool repeated = false;       // a repeated message field (messages name the index)
 };
 
 FieldInfo Field(Msg m, uint64_t f) {
   switch (m) {
     case Msg::kModel:
       switch (f) {
-        case 7: return {"graph", Msg::kGraph};
-        case 8: return {"opset_import", Msg::kOpset, -1, true};
-        case 14: return {"metadata_props", Msg::kStringString, -1, true};
-        case 20: return {"training_info", Msg::kTrainingInfo, -1, true};
-        case 25: return {"functions", Msg::kFunction, -1, true};
-        case 1: return {"ir_version"};
-        case 2: return {"producer_name"};
-        case 3: return {"producer_version"};
-        case 4: return {"domain"};
-        case 5: return {"model_version"};
-        case 6: return {"doc_string"};
+        case 7:
+          return {"graph", Msg::kGraph};
+        case 8:
+          return {"opset_import", Msg::kOpset, -1, true};
+        case 14:
+          return {"metadata_props", Msg::kStringString, -1, true};
+        case 20:
+          return {"training_info", Msg::kTrainingInfo, -1, true};
+        case 25:
+          return {"functions", Msg::kFunction, -1, true};
+        case 1:
+          return {"ir_version"};
+        case 2:
+          return {"producer_name"};
+        case 3:
+          return {"producer_version"};
+        case 4:
+          return {"domain"};
+        case 5:
+          return {"model_version"};
+        case 6:
+          return {"doc_string"};
       }
       break;
     case Msg::kGraph:
       switch (f) {
-        case 1: return {"node", Msg::kNode, -1, true};
-        case 5: return {"initializer", Msg::kTensor, -1, true};
-        case 15: return {"sparse_initializer", Msg::kSparseTensor, -1, true};
-        case 11: return {"input", Msg::kValueInfo, -1, true};
-        case 12: return {"output", Msg::kValueInfo, -1, true};
-        case 13: return {"value_info", Msg::kValueInfo, -1, true};
-        case 14: return {"quantization_annotation", Msg::kTensorAnnotation, -1, true};
-        case 2: return {"name"};
-        case 10: return {"doc_string"};
+        case 1:
+          return {"node", Msg::kNode, -1, true};
+        case 5:
+          return {"initializer", Msg::kTensor, -1, true};
+        case 15:
+          return {"sparse_initializer", Msg::kSparseTensor, -1, true};
+        case 11:
+          return {"input", Msg::kValueInfo, -1, true};
+        case 12:
+          return {"output", Msg::kValueInfo, -1, true};
+        case 13:
+          return {"value_info", Msg::kValueInfo, -1, true};
+        case 14:
+          return {"quantization_annotation", Msg::kTensorAnnotation, -1, true};
+        case 2:
+          return {"name"};
+        case 10:
+          return {"doc_string"};
       }
       break;
     case Msg::kNode:
       switch (f) {
-        case 5: return {"attribute", Msg::kAttribute, -1, true};
-        case 1: return {"input"};
-        case 2: return {"output"};
-        case 3: return {"name"};
-        case 4: return {"op_type"};
-        case 7: return {"domain"};
+        case 5:
+          return {"attribute", Msg::kAttribute, -1, true};
+        case 1:
+          return {"input"};
+        case 2:
+          return {"output"};
+        case 3:
+          return {"name"};
+        case 4:
+          return {"op_type"};
+        case 7:
+          return {"domain"};
       }
       break;
     case Msg::kAttribute:
       switch (f) {
-        case 5: return {"t", Msg::kTensor};
-        case 6: return {"g", Msg::kGraph};
-        case 22: return {"sparse_tensor", Msg::kSparseTensor};
-        case 14: return {"tp", Msg::kType};
-        case 7: return {"floats", Msg::kNone, 4};
-        case 8: return {"ints", Msg::kNone, 0};
-        case 10: return {"tensors", Msg::kTensor, -1, true};
-        case 11: return {"graphs", Msg::kGraph, -1, true};
-        case 23: return {"sparse_tensors", Msg::kSparseTensor, -1, true};
-        case 15: return {"type_protos", Msg::kType, -1, true};
-        case 1: return {"name"};
-        case 2: return {"f"};
-        case 3: return {"i"};
-        case 4: return {"s"};
-        case 9: return {"strings"};
-        case 20: return {"type"};
+        case 5:
+          return {"t", Msg::kTensor};
+        case 6:
+          return {"g", Msg::kGraph};
+        case 22:
+          return {"sparse_tensor", Msg::kSparseTensor};
+        case 14:
+          return {"tp", Msg::kType};
+        case 7:
+          return {"floats", Msg::kNone, 4};
+        case 8:
+          return {"ints", Msg::kNone, 0};
+        case 10:
+          return {"tensors", Msg::kTensor, -1, true};
+        case 11:
+          return {"graphs", Msg::kGraph, -1, true};
+        case 23:
+          return {"sparse_tensors", Msg::kSparseTensor, -1, true};
+        case 15:
+          return {"type_protos", Msg::kType, -1, true};
+        case 1:
+          return {"name"};
+        case 2:
+          return {"f"};
+        case 3:
+          return {"i"};
+        case 4:
+          return {"s"};
+        case 9:
+          return {"strings"};
+        case 20:
+          return {"type"};
       }
       break;
     case Msg::kTensor:
       switch (f) {
-        case 1: return {"dims", Msg::kNone, 0};
-        case 3: return {"segment", Msg::kSegment};
-        case 4: return {"float_data", Msg::kNone, 4};
-        case 5: return {"int32_data", Msg::kNone, 0};
-        case 7: return {"int64_data", Msg::kNone, 0};
-        case 10: return {"double_data", Msg::kNone, 8};
-        case 11: return {"uint64_data", Msg::kNone, 0};
-        case 13: return {"external_data", Msg::kStringString, -1, true};
-        case 2: return {"data_type"};
-        case 6: return {"string_data"};
-        case 8: return {"name"};
-        case 9: return {"raw_data"};
-        case 14: return {"data_location"};
+        case 1:
+          return {"dims", Msg::kNone, 0};
+        case 3:
+          return {"segment", Msg::kSegment};
+        case 4:
+          return {"float_data", Msg::kNone, 4};
+        case 5:
+          return {"int32_data", Msg::kNone, 0};
+        case 7:
+          return {"int64_data", Msg::kNone, 0};
+        case 10:
+          return {"double_data", Msg::kNone, 8};
+        case 11:
+          return {"uint64_data", Msg::kNone, 0};
+        case 13:
+          return {"external_data", Msg::kStringString, -1, true};
+        case 2:
+          return {"data_type"};
+        case 6:
+          return {"string_data"};
+        case 8:
+          return {"name"};
+        case 9:
+          return {"raw_data"};
+        case 14:
+          return {"data_location"};
       }
       break;
     case Msg::kSparseTensor:
       switch (f) {
-        case 1: return {"values", Msg::kTensor};
-        case 2: return {"indices", Msg::kTensor};
-        case 3: return {"dims", Msg::kNone, 0};
+        case 1:
+          return {"values", Msg::kTensor};
+        case 2:
+          return {"indices", Msg::kTensor};
+        case 3:
+          return {"dims", Msg::kNone, 0};
       }
       break;
     case Msg::kValueInfo:
@@ -111,11 +188,16 @@ FieldInfo Field(Msg m, uint64_t f) {
       break;
     case Msg::kType:
       switch (f) {
-        case 1: return {"tensor_type", Msg::kTensorType};
-        case 4: return {"sequence_type", Msg::kSequenceType};
-        case 5: return {"map_type", Msg::kMapType};
-        case 9: return {"optional_type", Msg::kOptionalType};
-        case 8: return {"sparse_tensor_type", Msg::kSparseTensorType};
+        case 1:
+          return {"tensor_type", Msg::kTensorType};
+        case 4:
+          return {"sequence_type", Msg::kSequenceType};
+        case 5:
+          return {"map_type", Msg::kMapType};
+        case 9:
+          return {"optional_type", Msg::kOptionalType};
+        case 8:
+          return {"sparse_tensor_type", Msg::kSparseTensorType};
       }
       break;
     case Msg::kTensorType:
@@ -134,22 +216,29 @@ FieldInfo Field(Msg m, uint64_t f) {
       break;
     case Msg::kTrainingInfo:
       switch (f) {
-        case 1: return {"initialization", Msg::kGraph};
-        case 2: return {"algorithm", Msg::kGraph};
-        case 3: return {"initialization_binding", Msg::kStringString, -1, true};
-        case 4: return {"update_binding", Msg::kStringString, -1, true};
+        case 1:
+          return {"initialization", Msg::kGraph};
+        case 2:
+          return {"algorithm", Msg::kGraph};
+        case 3:
+          return {"initialization_binding", Msg::kStringString, -1, true};
+        case 4:
+          return {"update_binding", Msg::kStringString, -1, true};
       }
       break;
     case Msg::kFunction:
       switch (f) {
-        case 7: return {"node", Msg::kNode, -1, true};
-        case 9: return {"opset_import", Msg::kOpset, -1, true};
+        case 7:
+          return {"node", Msg::kNode, -1, true};
+        case 9:
+          return {"opset_import", Msg::kOpset, -1, true};
       }
       break;
     case Msg::kTensorAnnotation:
       if (f == 2) return {"quant_parameter_tensor_names", Msg::kStringString, -1, true};
       break;
-    default: break;
+    default:
+      break;
   }
   return {};
 }

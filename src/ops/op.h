@@ -66,8 +66,8 @@ using KernelFactory = std::function<Expected<std::unique_ptr<Kernel>>(const Kern
 
 struct OpDef {
   std::string op_type;
-  std::string domain;      // "" is ai.onnx
-  int since_version = 1;   // oldest opset this implementation handles
+  std::string domain;     // "" is ai.onnx
+  int since_version = 1;  // oldest opset this implementation handles
   KernelFactory create;
 };
 

@@ -37,7 +37,8 @@ GraphPatch FoldBatchNormIntoConv(const ir::Graph& g, const OptimizeOptions& opti
     const Tensor* w = FloatInitializer(g, conv.inputs[1], -1);
     if (!w || w->rank() < 3) continue;
     const int64_t oc = w->dim(0);
-    const Tensor* b = conv.inputs.size() > 2 && !conv.inputs[2].empty() ? FloatInitializer(g, conv.inputs[2], oc) : nullptr;
+    const Tensor* b =
+        conv.inputs.size() > 2 && !conv.inputs[2].empty() ? FloatInitializer(g, conv.inputs[2], oc) : nullptr;
     if (conv.inputs.size() > 2 && !conv.inputs[2].empty() && !b) continue;
     const Tensor* scale = FloatInitializer(g, bn.inputs[1], oc);
     const Tensor* beta = FloatInitializer(g, bn.inputs[2], oc);

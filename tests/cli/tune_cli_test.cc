@@ -69,7 +69,7 @@ json Config(const fs::path& out) {
 json Stable(json report) {
   report.erase("baseline");
   report["settings"]["config"].erase("out");  // where the run directory is
-  report.erase("machine_busy");  // measured afresh too
+  report.erase("machine_busy");               // measured afresh too
   for (auto& c : report["cycles"]) c.erase("latency_ms");
   return report;
 }

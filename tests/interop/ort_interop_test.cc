@@ -80,9 +80,12 @@ void ExpectClose(const runtime::TensorMap& ours, const runtime::TensorMap& ref, 
     for (size_t i = 0; i < b.size(); ++i) {
       if (std::isfinite(b[i])) max_ref = std::max(max_ref, std::abs(b[i]));
       double diff;
-      if (std::isnan(a[i]) || std::isnan(b[i])) diff = std::isnan(a[i]) && std::isnan(b[i]) ? 0 : INFINITY;
-      else if (std::isinf(a[i]) || std::isinf(b[i])) diff = a[i] == b[i] ? 0 : INFINITY;
-      else diff = std::abs(a[i] - b[i]);
+      if (std::isnan(a[i]) || std::isnan(b[i]))
+        diff = std::isnan(a[i]) && std::isnan(b[i]) ? 0 : INFINITY;
+      else if (std::isinf(a[i]) || std::isinf(b[i]))
+        diff = a[i] == b[i] ? 0 : INFINITY;
+      else
+        diff = std::abs(a[i] - b[i]);
       if (diff > max_diff) {
         max_diff = diff;
         worst = i;
@@ -110,15 +113,17 @@ SeqtoResult RunSeqto(const std::string& path, const ir::Model& model, const runt
   auto session = runtime::Session::Create(model);
   if (!session) {
     if (IsUnsupportedOpError(session.error().message))
-      result.skip = "unsupported op: " + session.error().message + " (ops not in seqto's registry: " +
-                    Join(MissingOps(model)) + ")";
+      result.skip = "unsupported op: " + session.error().message +
+                    " (ops not in seqto's registry: " + Join(MissingOps(model)) + ")";
     else
       result.error = path + ": " + session.error().message;
     return result;
   }
   auto ours = (*session)->Run(inputs);
-  if (!ours) result.error = path + ": " + ours.error().message;
-  else result.outputs = std::move(*ours);
+  if (!ours)
+    result.error = path + ": " + ours.error().message;
+  else
+    result.outputs = std::move(*ours);
   return result;
 }
 

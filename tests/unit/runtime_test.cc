@@ -132,8 +132,8 @@ ir::ValueInfo Info(const std::string& name, std::vector<int64_t> dims, DType dty
   return v;
 }
 
-ir::Node Node(const std::string& name, const std::string& op, std::vector<std::string> in,
-              std::vector<std::string> out, std::string domain = "test") {
+ir::Node Node(const std::string& name, const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+              std::string domain = "test") {
   ir::Node n;
   n.name = name;
   n.op_type = op;
@@ -143,8 +143,7 @@ ir::Node Node(const std::string& name, const std::string& op, std::vector<std::s
   return n;
 }
 
-ir::Node AffineNode(const std::string& name, const std::string& in, const std::string& out, float alpha,
-                    float beta) {
+ir::Node AffineNode(const std::string& name, const std::string& in, const std::string& out, float alpha, float beta) {
   ir::Node n = Node(name, "Affine", {in}, {out});
   ir::Attribute a;
   a.type = ir::Attribute::Type::kFloat;
@@ -186,8 +185,8 @@ ir::Model HookModel() {
   m.graph.inputs = {Info("x", {-1, 3})};
   m.graph.outputs = {Info("y", {-1, 3})};
   m.graph.initializers["w"] = Tensor::FromVector<float>({1, 3}, {2, 4, 6});
-  m.graph.nodes = {AffineNode("scale_w", "w", "w_half", 0.5f, 0.f),  AffineNode("n1", "x", "a", 2.f, 1.f),
-                   Node("n2", "Relu", {"a"}, {"b"}, ""),               AffineNode("n3", "b", "c", -1.f, 3.f),
+  m.graph.nodes = {AffineNode("scale_w", "w", "w_half", 0.5f, 0.f), AffineNode("n1", "x", "a", 2.f, 1.f),
+                   Node("n2", "Relu", {"a"}, {"b"}, ""), AffineNode("n3", "b", "c", -1.f, 3.f),
                    Node("n4", "Add", {"c", "w_half"}, {"y"})};
   return m;
 }
@@ -391,11 +390,17 @@ TEST(RuntimeBuffers, ReuseNeverCorruptsRandomGraphs) {
       const int kind = rng() % 4;
       ir::Node node;
       // Add needs same shapes: constants are [1, width], the rest [N, width].
-      if (kind == 0 && constant.count(a) == constant.count(b)) node = Node(name, "Add", {a, b}, {out});
-      else if (kind == 1) node = Node(name, "Relu", {a}, {out}, "");
-      else if (kind == 2) node = Node(name, "Identity", {a}, {out}, "");
-      else node = AffineNode(name, a, out, static_cast<float>(rng() % 7) / 4.f - 0.75f, static_cast<float>(rng() % 5) - 2.f);
-      const bool is_const = std::all_of(node.inputs.begin(), node.inputs.end(), [&](auto& v) { return constant.count(v); });
+      if (kind == 0 && constant.count(a) == constant.count(b))
+        node = Node(name, "Add", {a, b}, {out});
+      else if (kind == 1)
+        node = Node(name, "Relu", {a}, {out}, "");
+      else if (kind == 2)
+        node = Node(name, "Identity", {a}, {out}, "");
+      else
+        node =
+            AffineNode(name, a, out, static_cast<float>(rng() % 7) / 4.f - 0.75f, static_cast<float>(rng() % 5) - 2.f);
+      const bool is_const =
+          std::all_of(node.inputs.begin(), node.inputs.end(), [&](auto& v) { return constant.count(v); });
       if (is_const) constant.insert(out);
       m.graph.nodes.push_back(node);
       values.push_back(out);
@@ -562,7 +567,8 @@ TEST(RuntimeErrors, WrongInputsNameTheInputAndBothShapes) {
                  {"input 'x'", "element type", "float32[Nx3x4]", "int32[2x3x4]"});
   ExpectRunError(*s, {{"x", Tensor(DType::kFloat32, {2, 3, 5})}},
                  {"input 'x'", "dimension 2", "float32[Nx3x4]", "float32[2x3x5]"});
-  ExpectRunError(*s, {{"x", Tensor(DType::kFloat32, {2, 12})}}, {"input 'x'", "rank", "float32[Nx3x4]", "float32[2x12]"});
+  ExpectRunError(*s, {{"x", Tensor(DType::kFloat32, {2, 12})}},
+                 {"input 'x'", "rank", "float32[Nx3x4]", "float32[2x12]"});
   ExpectRunError(*s, {{"x", Tensor(DType::kFloat32, {})}}, {"input 'x'", "rank", "float32[scalar]"});
   ExpectRunError(*s, {{"x", Tensor()}}, {"input 'x'", "empty tensor"});
   ExpectRunError(*s, {}, {"input 'x'", "not given"});
@@ -597,10 +603,8 @@ TEST(RuntimeErrors, FailingKernelsBecomeErrorsNamingTheNode) {
     std::string expect;
   };
   const Case cases[] = {
-      {"NegativeShape", ErrorKind::kUser, "negative shape -1x3"},
-      {"Huge", ErrorKind::kUser, "size limit"},
-      {"WrongOutput", ErrorKind::kUser, "allocated output 3"},
-      {"Throws", ErrorKind::kInternal, "boom"},
+      {"NegativeShape", ErrorKind::kUser, "negative shape -1x3"},     {"Huge", ErrorKind::kUser, "size limit"},
+      {"WrongOutput", ErrorKind::kUser, "allocated output 3"},        {"Throws", ErrorKind::kInternal, "boom"},
       {"NoOutput", ErrorKind::kInternal, "did not produce output 0"},
   };
   for (const Case& c : cases) {

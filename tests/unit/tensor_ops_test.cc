@@ -85,8 +85,10 @@ struct OpRun {
       }
       const std::string name = "in" + std::to_string(i);
       n.inputs.push_back(name);
-      if (constant_inputs) m.graph.initializers[name] = inputs[i];
-      else m.graph.inputs.push_back(Info(name, inputs[i].dtype()));
+      if (constant_inputs)
+        m.graph.initializers[name] = inputs[i];
+      else
+        m.graph.inputs.push_back(Info(name, inputs[i].dtype()));
     }
     for (int i = 0; i < outputs; ++i) {
       n.outputs.push_back("out" + std::to_string(i));
@@ -142,7 +144,8 @@ Tensor Iota(DType dtype, Shape shape) {
     case DType::kInt64:
       for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = i * 1000003 - 17;
       break;
-    default: ADD_FAILURE() << "Iota: unsupported type";
+    default:
+      ADD_FAILURE() << "Iota: unsupported type";
   }
   return t;
 }
@@ -372,9 +375,9 @@ TEST(Split, SizesFromAttributeInputOrEqualParts) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ((*r)[0].shape(), (Shape{2, 1}));
   EXPECT_EQ((*r)[1].shape(), (Shape{2, 0}));
-  EXPECT_EQ(Values((*r)[2]), (std::vector<double>{Values(x)[1], Values(x)[2], Values(x)[3], Values(x)[4],
-                                                  Values(x)[5], Values(x)[7], Values(x)[8], Values(x)[9],
-                                                  Values(x)[10], Values(x)[11]}));
+  EXPECT_EQ(Values((*r)[2]),
+            (std::vector<double>{Values(x)[1], Values(x)[2], Values(x)[3], Values(x)[4], Values(x)[5], Values(x)[7],
+                                 Values(x)[8], Values(x)[9], Values(x)[10], Values(x)[11]}));
   auto old = OpRun{"Split", 11, {{"axis", AInt(1)}, {"split", AInts({4, 2})}}, {x}, 2}.Run();
   ASSERT_TRUE(old.ok()) << old.error().message;
   EXPECT_EQ((*old)[1].shape(), (Shape{2, 2}));
@@ -419,10 +422,9 @@ TEST(Slice, FastMatchesReferenceOn3D) {
 
 TEST(Slice, AttributesBeforeOpset10AndErrors) {
   Tensor x = Iota(DType::kFloat32, {4, 5});
-  EXPECT_EQ((OpRun{"Slice", 9, {{"starts", AInts({1})}, {"ends", AInts({-1})}, {"axes", AInts({-1})}}, {x}}
-                 .Out()
-                 .shape()),
-            (Shape{4, 3}));
+  EXPECT_EQ(
+      (OpRun{"Slice", 9, {{"starts", AInts({1})}, {"ends", AInts({-1})}, {"axes", AInts({-1})}}, {x}}.Out().shape()),
+      (Shape{4, 3}));
   EXPECT_NE((OpRun{"Slice", 13, {}, {x, I64s({0}), I64s({2}), I64s({1}), I64s({0})}}.Error().find("0")),
             std::string::npos);
   EXPECT_FALSE((OpRun{"Slice", 13, {}, {x, I64s({0, 0}), I64s({2, 2}), I64s({1, -1})}}.Run().ok()));
@@ -463,12 +465,12 @@ TEST(ScatterElements, ReductionsAndErrors) {
   Tensor upd = F32({2, 2}, {10, 20, 30, 40});
   EXPECT_EQ(Values(OpRun{"ScatterElements", 16, {{"axis", AInt(1)}}, {x, idx, upd}}.Out()),
             (std::vector<double>{20, 2, 3, 4, 5, 40}));
-  EXPECT_EQ(Values(OpRun{"ScatterElements", 16, {{"axis", AInt(1)}, {"reduction", AString("add")}}, {x, idx, upd}}
-                       .Out()),
-            (std::vector<double>{31, 2, 3, 4, 5, 76}));
-  EXPECT_EQ(Values(OpRun{"ScatterElements", 18, {{"axis", AInt(1)}, {"reduction", AString("min")}}, {x, idx, upd}}
-                       .Out()),
-            (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(
+      Values(OpRun{"ScatterElements", 16, {{"axis", AInt(1)}, {"reduction", AString("add")}}, {x, idx, upd}}.Out()),
+      (std::vector<double>{31, 2, 3, 4, 5, 76}));
+  EXPECT_EQ(
+      Values(OpRun{"ScatterElements", 18, {{"axis", AInt(1)}, {"reduction", AString("min")}}, {x, idx, upd}}.Out()),
+      (std::vector<double>{1, 2, 3, 4, 5, 6}));
   EXPECT_FALSE((OpRun{"ScatterElements", 16, {{"axis", AInt(1)}}, {x, I64({2, 2}, {0, 3, 0, 0}), upd}}.Run().ok()));
   EXPECT_FALSE((OpRun{"ScatterElements", 16, {{"reduction", AString("sum")}}, {x, idx, upd}}.Run().ok()));
   EXPECT_FALSE((OpRun{"ScatterElements", 16, {}, {x, idx, F32({1, 2}, {1, 2})}}.Run().ok()));
@@ -527,8 +529,8 @@ TEST(Constant, ValueKindsAndUnsupportedOnes) {
 }
 
 TEST(ConstantOfShape, TypesAndEmptyShapes) {
-  Tensor y = OpRun{"ConstantOfShape", 9, {{"value", ATensor(Tensor::FromVector<int32_t>({1}, {7}))}}, {I64s({2, 3})}}
-                 .Out();
+  Tensor y =
+      OpRun{"ConstantOfShape", 9, {{"value", ATensor(Tensor::FromVector<int32_t>({1}, {7}))}}, {I64s({2, 3})}}.Out();
   EXPECT_EQ(y.dtype(), DType::kInt32);
   EXPECT_EQ(Values(y), std::vector<double>(6, 7));
   Tensor s = OpRun{"ConstantOfShape", 9, {}, {Tensor(DType::kInt64, {0})}}.Out();
@@ -587,12 +589,14 @@ TEST(Range, NegativeDeltaEmptyAndZeroDelta) {
   EXPECT_EQ(Values(range(10, 4, -3).Out()), (std::vector<double>{10, 7}));
   EXPECT_EQ(range(1, 5, -1).Out().shape(), Shape{0});
   EXPECT_FALSE(range(1, 5, 0).Run().ok());
-  Tensor f = OpRun{"Range", 11, {}, {Tensor::Scalar<float>(0.f), Tensor::Scalar<float>(1.f), Tensor::Scalar<float>(0.3f)}}
-                 .Out();
+  Tensor f =
+      OpRun{"Range", 11, {}, {Tensor::Scalar<float>(0.f), Tensor::Scalar<float>(1.f), Tensor::Scalar<float>(0.3f)}}
+          .Out();
   EXPECT_EQ(f.numel(), 4);
-  EXPECT_FALSE((OpRun{"Range", 11, {}, {Tensor::Scalar<float>(0.f), Tensor::Scalar<int64_t>(1), Tensor::Scalar<float>(1.f)}}
-                     .Run()
-                     .ok()));
+  EXPECT_FALSE(
+      (OpRun{"Range", 11, {}, {Tensor::Scalar<float>(0.f), Tensor::Scalar<int64_t>(1), Tensor::Scalar<float>(1.f)}}
+           .Run()
+           .ok()));
 }
 
 // ---------------------------------------------------------------- Pad
@@ -683,10 +687,10 @@ TEST(Resize, BadInputsAreErrors) {
   EXPECT_FALSE((OpRun{"Resize", 13, {}, {x, Tensor(), F32({4}, {1, 1, 0, 2})}}.Run().ok()));
   EXPECT_FALSE((OpRun{"Resize", 13, {{"mode", AString("area")}}, {x, Tensor(), F32({4}, {1, 1, 2, 2})}}.Run().ok()));
   EXPECT_FALSE((OpRun{"Resize", 10, {{"mode", AString("cubic")}}, {x, F32({4}, {1, 1, 2, 2})}}.Run().ok()));
-  EXPECT_FALSE((OpRun{"Resize", 13, {{"mode", AString("linear")}}, {Tensor(DType::kBool, {1, 2}), Tensor(),
-                                                                       F32({2}, {1, 2})}}
-                     .Run()
-                     .ok()));
+  EXPECT_FALSE(
+      (OpRun{"Resize", 13, {{"mode", AString("linear")}}, {Tensor(DType::kBool, {1, 2}), Tensor(), F32({2}, {1, 2})}}
+           .Run()
+           .ok()));
 }
 
 TEST(Upsample, Opset7ScalesAttribute) {
@@ -701,11 +705,17 @@ TEST(Upsample, Opset7ScalesAttribute) {
 
 TEST(DepthToSpace, ModesRoundTripWithSpaceToDepth) {
   Tensor x = Iota(DType::kFloat32, {2, 8, 3, 5});
-  Tensor d = OpRun{"SpaceToDepth", 13, {{"blocksize", AInt(2)}}, {OpRun{"DepthToSpace", 13, {{"blocksize", AInt(2)}}, {x}}.Out()}}
+  Tensor d = OpRun{"SpaceToDepth",
+                   13,
+                   {{"blocksize", AInt(2)}},
+                   {OpRun{"DepthToSpace", 13, {{"blocksize", AInt(2)}}, {x}}.Out()}}
                  .Out();
   EXPECT_TRUE(SameBytes(d, x));
   Tensor small = Iota(DType::kInt64, {1, 4, 1, 1});
-  EXPECT_EQ(Values(OpRun{"DepthToSpace", 13, {{"blocksize", AInt(2)}, {"mode", AString("CRD")}}, {Iota(DType::kInt64, {1, 8, 1, 1})}}
+  EXPECT_EQ(Values(OpRun{"DepthToSpace",
+                         13,
+                         {{"blocksize", AInt(2)}, {"mode", AString("CRD")}},
+                         {Iota(DType::kInt64, {1, 8, 1, 1})}}
                        .Out())
                 .size(),
             8u);
@@ -726,8 +736,8 @@ TEST(CompressOneHotNonZero, SmallCases) {
   EXPECT_EQ(Values(OpRun{"Compress", 11, {}, {x, cond}}.Out()), (std::vector<double>{xv[1]}));
   EXPECT_FALSE((OpRun{"Compress", 11, {{"axis", AInt(1)}}, {x, Tensor::FromVector<bool>({3}, {1, 1, 1})}}.Run().ok()));
 
-  Tensor oh = OpRun{"OneHot", 11, {{"axis", AInt(0)}}, {I64s({1, -1, 5}), Tensor::Scalar<int64_t>(3), F32({2}, {0, 2})}}
-                  .Out();
+  Tensor oh =
+      OpRun{"OneHot", 11, {{"axis", AInt(0)}}, {I64s({1, -1, 5}), Tensor::Scalar<int64_t>(3), F32({2}, {0, 2})}}.Out();
   EXPECT_EQ(oh.shape(), (Shape{3, 3}));
   EXPECT_EQ(Values(oh), (std::vector<double>{0, 0, 0, 2, 0, 0, 0, 2, 0}));
   EXPECT_FALSE((OpRun{"OneHot", 11, {}, {I64s({1}), Tensor::Scalar<int64_t>(0), F32({2}, {0, 1})}}.Run().ok()));

@@ -61,9 +61,8 @@ Expected<DType> ParseTo(const ir::Node& node) {
     code = attr.i;
   } else if (attr.type == ir::Attribute::Type::kString) {  // Cast-1: a type name
     static const std::map<std::string, int64_t> kNames = {
-        {"FLOAT", 1},   {"UINT8", 2},    {"INT8", 3},    {"UINT16", 4},  {"INT16", 5},
-        {"INT32", 6},   {"INT64", 7},    {"STRING", 8},  {"BOOL", 9},    {"FLOAT16", 10},
-        {"DOUBLE", 11}, {"UINT32", 12},  {"UINT64", 13}, {"BFLOAT16", 16}};
+        {"FLOAT", 1},  {"UINT8", 2}, {"INT8", 3},     {"UINT16", 4},  {"INT16", 5},   {"INT32", 6},   {"INT64", 7},
+        {"STRING", 8}, {"BOOL", 9},  {"FLOAT16", 10}, {"DOUBLE", 11}, {"UINT32", 12}, {"UINT64", 13}, {"BFLOAT16", 16}};
     std::string name = attr.s;
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     auto n = kNames.find(name);
@@ -102,7 +101,8 @@ void RegisterCast(OpRegistry& r) {
                 return MakeKernel([](KernelContext& ctx) -> Status {
                   if (!ctx.has_input(1)) return InputError(1, "missing (CastLike needs the target_type input)");
                   const DType to = ctx.input(1).dtype();
-                  if (to == DType::kString) return InputError(1, "has type string: casting to strings is not supported");
+                  if (to == DType::kString)
+                    return InputError(1, "has type string: casting to strings is not supported");
                   return RunCast(ctx, to);
                 });
               }});

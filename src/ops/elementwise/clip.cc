@@ -43,8 +43,8 @@ Status RunClipTyped(const ClipAttrs& attrs, KernelContext& ctx, const Tensor& x,
         return InputError(i, std::string("(") + name + ") has type " + DTypeName(bound.dtype()) +
                                  ", expected input 0's type " + DTypeName(x.dtype()));
       if (bound.numel() != 1)
-        return InputError(i, std::string("(") + name + ") has shape " + ShapeToString(bound.shape()) +
-                                 ", expected a scalar");
+        return InputError(
+            i, std::string("(") + name + ") has shape " + ShapeToString(bound.shape()) + ", expected a scalar");
       (i == 1 ? lo : hi) = Load(bound.data<T>()[0]);
     }
   }

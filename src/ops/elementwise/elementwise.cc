@@ -6,10 +6,9 @@
 namespace seqto::ops::ew {
 
 std::string TypeSetNames(TypeSet set) {
-  static constexpr DType kOrder[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
-                                     DType::kInt8,    DType::kInt16,   DType::kInt32,   DType::kInt64,
-                                     DType::kUInt8,   DType::kUInt16,  DType::kUInt32,  DType::kUInt64,
-                                     DType::kBool};
+  static constexpr DType kOrder[] = {
+      DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,   DType::kInt16, DType::kInt32,
+      DType::kInt64,   DType::kUInt8,   DType::kUInt16,  DType::kUInt32,   DType::kUInt64, DType::kBool};
   std::string out;
   for (DType t : kOrder)
     if (Bit(t) & set) out += (out.empty() ? "" : ", ") + DTypeName(t);
@@ -36,9 +35,8 @@ Expected<Shape> LegacyBroadcast::ShapeOfB(const Shape& a, const Shape& b) const 
   if (!enabled) return b;
   const int64_t rank_a = static_cast<int64_t>(a.size()), rank_b = static_cast<int64_t>(b.size());
   auto bad = [&](const std::string& why) {
-    return InputError(1, "shape " + ShapeToString(b) + " cannot be broadcast to input 0's shape " +
-                             ShapeToString(a) + " (broadcast=1" + (has_axis ? ", axis=" + std::to_string(axis) : "") +
-                             "): " + why);
+    return InputError(1, "shape " + ShapeToString(b) + " cannot be broadcast to input 0's shape " + ShapeToString(a) +
+                             " (broadcast=1" + (has_axis ? ", axis=" + std::to_string(axis) : "") + "): " + why);
   };
   if (rank_b > rank_a) return bad("it has more dimensions");
   int64_t start = has_axis ? axis : rank_a - rank_b;

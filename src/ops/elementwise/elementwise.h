@@ -40,15 +40,21 @@ using Compute = std::conditional_t<kIsHalf<T>, float, T>;
 
 template <typename T>
 inline Compute<T> Load(T v) {
-  if constexpr (std::is_same_v<T, Float16>) return HalfToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16ToFloat(v.bits);
-  else return v;
+  if constexpr (std::is_same_v<T, Float16>)
+    return HalfToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return BFloat16ToFloat(v.bits);
+  else
+    return v;
 }
 template <typename T>
 inline T Store(Compute<T> v) {
-  if constexpr (std::is_same_v<T, Float16>) return T{FloatToHalf(v)};
-  else if constexpr (std::is_same_v<T, BFloat16>) return T{FloatToBFloat16(v)};
-  else return v;
+  if constexpr (std::is_same_v<T, Float16>)
+    return T{FloatToHalf(v)};
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return T{FloatToBFloat16(v)};
+  else
+    return v;
 }
 
 // Calls f(T{}) with the C++ type of `t`: every numeric type, bool, Float16 and
@@ -56,18 +62,25 @@ inline T Store(Compute<T> v) {
 template <typename F>
 bool VisitType(DType t, F&& f) {
   switch (t) {
-    case DType::kBool: f(bool{}); return true;
-    case DType::kFloat16: f(Float16{}); return true;
-    case DType::kBFloat16: f(BFloat16{}); return true;
-    default: return VisitNumeric(t, f);
+    case DType::kBool:
+      f(bool{});
+      return true;
+    case DType::kFloat16:
+      f(Float16{});
+      return true;
+    case DType::kBFloat16:
+      f(BFloat16{});
+      return true;
+    default:
+      return VisitNumeric(t, f);
   }
 }
 
 // A set of element types, for validating inputs and naming what is supported.
 using TypeSet = uint32_t;
 constexpr TypeSet Bit(DType t) { return TypeSet{1} << static_cast<int>(t); }
-inline constexpr TypeSet kFloatTypes = Bit(DType::kFloat32) | Bit(DType::kFloat64) | Bit(DType::kFloat16) |
-                                       Bit(DType::kBFloat16);
+inline constexpr TypeSet kFloatTypes =
+    Bit(DType::kFloat32) | Bit(DType::kFloat64) | Bit(DType::kFloat16) | Bit(DType::kBFloat16);
 inline constexpr TypeSet kSignedTypes =
     Bit(DType::kInt8) | Bit(DType::kInt16) | Bit(DType::kInt32) | Bit(DType::kInt64);
 inline constexpr TypeSet kUnsignedTypes =
@@ -107,28 +120,38 @@ inline T Select(bool c, T a, T b) {
 // Quiet comparisons (false when a NaN is involved, like the operators).
 template <typename T>
 inline bool Less(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::isless(a, b);
-  else return a < b;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isless(a, b);
+  else
+    return a < b;
 }
 template <typename T>
 inline bool Greater(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::isgreater(a, b);
-  else return a > b;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isgreater(a, b);
+  else
+    return a > b;
 }
 template <typename T>
 inline bool LessEq(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::islessequal(a, b);
-  else return a <= b;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::islessequal(a, b);
+  else
+    return a <= b;
 }
 template <typename T>
 inline bool GreaterEq(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return std::isgreaterequal(a, b);
-  else return a >= b;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isgreaterequal(a, b);
+  else
+    return a >= b;
 }
 template <typename T>
 inline bool IsNan(T a) {
-  if constexpr (std::is_floating_point_v<T>) return std::isunordered(a, a);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isunordered(a, a);
+  else
+    return false;
 }
 
 // Integer arithmetic that wraps around (ONNX/numpy semantics) instead of being
@@ -137,23 +160,31 @@ template <typename T>
 using WrapType = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
 template <typename T>
 inline T WrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
-  else return a + b;
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
+  else
+    return a + b;
 }
 template <typename T>
 inline T WrapSub(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<WrapType<T>>(a) - static_cast<WrapType<T>>(b));
-  else return a - b;
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<WrapType<T>>(a) - static_cast<WrapType<T>>(b));
+  else
+    return a - b;
 }
 template <typename T>
 inline T WrapMul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
-  else return a * b;
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
+  else
+    return a * b;
 }
 template <typename T>
 inline T WrapNeg(T a) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(WrapType<T>{0} - static_cast<WrapType<T>>(a));
-  else return -a;
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(WrapType<T>{0} - static_cast<WrapType<T>>(a));
+  else
+    return -a;
 }
 
 // ---------------------------------------------------------------- element conversion
@@ -208,11 +239,15 @@ inline To ConvertElement(From v) {
   } else if constexpr (kIsHalf<From>) {
     return ConvertElement<To>(Load(v));
   } else if constexpr (std::is_same_v<To, Float16>) {
-    if constexpr (std::is_same_v<From, double>) return To{FloatToHalf(DoubleToFloatRoundToOdd(v))};
-    else return To{FloatToHalf(static_cast<float>(v))};
+    if constexpr (std::is_same_v<From, double>)
+      return To{FloatToHalf(DoubleToFloatRoundToOdd(v))};
+    else
+      return To{FloatToHalf(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<To, BFloat16>) {
-    if constexpr (std::is_same_v<From, double>) return To{FloatToBFloat16(DoubleToFloatRoundToOdd(v))};
-    else return To{FloatToBFloat16(static_cast<float>(v))};
+    if constexpr (std::is_same_v<From, double>)
+      return To{FloatToBFloat16(DoubleToFloatRoundToOdd(v))};
+    else
+      return To{FloatToBFloat16(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
@@ -381,8 +416,10 @@ auto OnStorage(const Op& op) {
   } else {
     return [op](T a, T b) {
       const auto r = op(Load(a), Load(b));
-      if constexpr (std::is_same_v<std::remove_const_t<decltype(r)>, bool>) return r;
-      else return Store<T>(r);
+      if constexpr (std::is_same_v<std::remove_const_t<decltype(r)>, bool>)
+        return r;
+      else
+        return Store<T>(r);
     };
   }
 }

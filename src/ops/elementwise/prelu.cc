@@ -14,9 +14,12 @@ using namespace ew;  // NOLINT
 struct PReluOp {
   template <typename T>
   T operator()(T x, T slope) const {
-    if constexpr (std::is_floating_point_v<T>) return Select(Less(x, T(0)), x * slope, x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? WrapMul(x, slope) : x;
-    else return x;
+    if constexpr (std::is_floating_point_v<T>)
+      return Select(Less(x, T(0)), x * slope, x);
+    else if constexpr (std::is_signed_v<T>)
+      return x < 0 ? WrapMul(x, slope) : x;
+    else
+      return x;
   }
 };
 
@@ -26,8 +29,8 @@ Status RunPRelu(int64_t opset, KernelContext& ctx) {
   Tensor slope = ctx.input(1);
   if (!InSet(x.dtype(), kNumericTypes)) return TypeError(0, x.dtype(), kNumericTypes);
   if (slope.dtype() != x.dtype())
-    return InputError(1, "(slope) has type " + DTypeName(slope.dtype()) + ", expected input 0's type " +
-                             DTypeName(x.dtype()));
+    return InputError(
+        1, "(slope) has type " + DTypeName(slope.dtype()) + ", expected input 0's type " + DTypeName(x.dtype()));
   if (opset < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.dim(0) == x.dim(1)) {
     Shape per_channel(static_cast<size_t>(x.rank() - 1), 1);
     per_channel[0] = slope.dim(0);

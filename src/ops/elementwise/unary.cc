@@ -147,7 +147,8 @@ struct SigmoidOp : UnaryBase {
 };
 
 struct HardSigmoidOp : UnaryBase {
-  static constexpr std::array<AttrSpec, 2> kAttrs{{{"alpha", 0.2f, &UnaryBase::alpha}, {"beta", 0.5f, &UnaryBase::beta}}};
+  static constexpr std::array<AttrSpec, 2> kAttrs{
+      {{"alpha", 0.2f, &UnaryBase::alpha}, {"beta", 0.5f, &UnaryBase::beta}}};
   template <typename T>
   T Ref(T x) const {
     return std::clamp(T(alpha) * x + T(beta), T(0), T(1));
@@ -313,13 +314,13 @@ struct CosOp : UnaryBase {
 };
 
 // Further trigonometric and hyperbolic functions (reference only).
-#define SEQTO_STD_UNARY(Name, fn)               \
-  struct Name : UnaryBase {                     \
+#define SEQTO_STD_UNARY(Name, fn)                     \
+  struct Name : UnaryBase {                           \
     static constexpr int64_t kCost = kTranscendental; \
-    template <typename T>                       \
-    T Ref(T x) const {                          \
-      return std::fn(x);                        \
-    }                                           \
+    template <typename T>                             \
+    T Ref(T x) const {                                \
+      return std::fn(x);                              \
+    }                                                 \
   };
 SEQTO_STD_UNARY(TanOp, tan)
 SEQTO_STD_UNARY(AsinOp, asin)
@@ -342,9 +343,7 @@ struct ShrinkOp : UnaryBase {
     const double v = static_cast<double>(x), bias = alpha, lambd = beta;
     return ConvertElement<T>(v < -lambd ? v + bias : v > lambd ? v - bias : 0.0);
   }
-  float Fast(float x) const {
-    return Select(Less(x, -beta), x + alpha, Select(Greater(x, beta), x - alpha, 0.0f));
-  }
+  float Fast(float x) const { return Select(Less(x, -beta), x + alpha, Select(Greater(x, beta), x - alpha, 0.0f)); }
 };
 
 struct NegOp : UnaryBase {
@@ -359,9 +358,12 @@ struct AbsOp : UnaryBase {
   static constexpr TypeSet kTypes = kNumericTypes;
   template <typename T>
   T Ref(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::fabs(x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? WrapNeg(x) : x;
-    else return x;
+    if constexpr (std::is_floating_point_v<T>)
+      return std::fabs(x);
+    else if constexpr (std::is_signed_v<T>)
+      return x < 0 ? WrapNeg(x) : x;
+    else
+      return x;
   }
 };
 
@@ -369,8 +371,10 @@ struct SignOp : UnaryBase {
   static constexpr TypeSet kTypes = kNumericTypes;
   template <typename T>
   T Ref(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return Select(IsNan(x), x, T(Greater(x, T(0))) - T(Less(x, T(0))));
-    else return static_cast<T>((x > T(0)) - (x < T(0)));
+    if constexpr (std::is_floating_point_v<T>)
+      return Select(IsNan(x), x, T(Greater(x, T(0))) - T(Less(x, T(0))));
+    else
+      return static_cast<T>((x > T(0)) - (x < T(0)));
   }
 };
 
@@ -409,7 +413,9 @@ struct NotOp : UnaryBase {
 // ---------------------------------------------------------------- kernel
 
 template <typename Op>
-constexpr bool kHasFast = requires(const Op& op) { op.Fast(0.0f); };
+constexpr bool kHasFast = requires(const Op& op) {
+  op.Fast(0.0f);
+};
 
 template <typename Op, typename T>
 void RunTyped(const Op& op, bool reference, const T* x, T* y, int64_t n) {

@@ -45,11 +45,20 @@ Status RunWhere(KernelContext& ctx) {
   Tensor& out = ctx.Allocate(0, x.dtype(), loop.out_shape);
   const bool* pc = c.data<bool>();
   switch (DTypeSize(x.dtype())) {
-    case 1: WhereLoop(loop, pc, x.data<uint8_t>(), y.data<uint8_t>(), out.data<uint8_t>()); break;
-    case 2: WhereLoop(loop, pc, x.data<uint16_t>(), y.data<uint16_t>(), out.data<uint16_t>()); break;
-    case 4: WhereLoop(loop, pc, x.data<uint32_t>(), y.data<uint32_t>(), out.data<uint32_t>()); break;
-    case 8: WhereLoop(loop, pc, x.data<uint64_t>(), y.data<uint64_t>(), out.data<uint64_t>()); break;
-    default: return TypeError(1, x.dtype(), kAllTypes);
+    case 1:
+      WhereLoop(loop, pc, x.data<uint8_t>(), y.data<uint8_t>(), out.data<uint8_t>());
+      break;
+    case 2:
+      WhereLoop(loop, pc, x.data<uint16_t>(), y.data<uint16_t>(), out.data<uint16_t>());
+      break;
+    case 4:
+      WhereLoop(loop, pc, x.data<uint32_t>(), y.data<uint32_t>(), out.data<uint32_t>());
+      break;
+    case 8:
+      WhereLoop(loop, pc, x.data<uint64_t>(), y.data<uint64_t>(), out.data<uint64_t>());
+      break;
+    default:
+      return TypeError(1, x.dtype(), kAllTypes);
   }
   return Status::Ok();
 }

@@ -80,7 +80,8 @@ Status RunCompare(const LegacyBroadcast& legacy, KernelContext& ctx) {
   Tensor& y = ctx.Allocate(0, DType::kBool, loop.out_shape);
   VisitType(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (Allows<T>(Op::kTypes)) BinaryLoop(loop, a.data<T>(), b.data<T>(), y.data<bool>(), kCheap, OnStorage<T>(Op{}));
+    if constexpr (Allows<T>(Op::kTypes))
+      BinaryLoop(loop, a.data<T>(), b.data<T>(), y.data<bool>(), kCheap, OnStorage<T>(Op{}));
   });
   return Status::Ok();
 }

@@ -38,13 +38,13 @@ Expected<ConvTransposeGeometry> ResolveConvTranspose(const ConvTransposeAttrs& a
   if (x.size() < 3 || x.size() > 5)
     return InputError(0, "X has shape " + ShapeToString(x) + ", expected rank 3 to 5 (N x C x 1-3 spatial dims)");
   if (w.size() != x.size())
-    return InputError(1, "W has shape " + ShapeToString(w) + ", expected rank " + std::to_string(x.size()) +
-                             " (the rank of X)");
+    return InputError(
+        1, "W has shape " + ShapeToString(w) + ", expected rank " + std::to_string(x.size()) + " (the rank of X)");
   if (w[0] != x[1])
     return InputError(1, "W has shape " + ShapeToString(w) + ", expected dim 0 = C = " + std::to_string(x[1]));
   if (x[1] % a.group != 0)
-    return InputError(0, "X has " + std::to_string(x[1]) + " channels, not divisible by group " +
-                             std::to_string(a.group));
+    return InputError(0,
+                      "X has " + std::to_string(x[1]) + " channels, not divisible by group " + std::to_string(a.group));
   const size_t n = x.size() - 2;
   ConvTransposeGeometry g;
   g.batch = x[0];
@@ -171,7 +171,7 @@ class ConvTransposeKernel final : public Kernel {
     Shape x{1, w->dim(0)};
     for (int64_t i = 2; i < w->rank(); ++i) x.push_back(28);
     auto g = ResolveConvTranspose(attrs_, x, w->shape());
-    if (!g) return Status::Ok();  // reported when the node runs
+    if (!g) return Status::Ok();             // reported when the node runs
     MakePlan(*g, x, w->shape(), with_bias);  // packs W into packed_w_
     return Status::Ok();
   }
@@ -194,8 +194,7 @@ class ConvTransposeKernel final : public Kernel {
     Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
     if (y.numel() == 0) return Status::Ok();
     if (x.dtype() == DType::kFloat64) {
-      ConvTransposeReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr,
-                             y.data<double>());
+      ConvTransposeReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, y.data<double>());
       return Status::Ok();
     }
     if (!reference_only_ && g.in_channels > 0) {
@@ -246,8 +245,8 @@ class ConvTransposeKernel final : public Kernel {
                                                                   dnnl::algorithm::deconvolution_direct, src, wei,
                                                                   bias_md, dst, strides, dilations, pad_l, pad_r)
                               : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                                  dnnl::algorithm::deconvolution_direct, src, wei,
-                                                                  dst, strides, dilations, pad_l, pad_r);
+                                                                  dnnl::algorithm::deconvolution_direct, src, wei, dst,
+                                                                  strides, dilations, pad_l, pad_r);
         return dnnl::deconvolution_forward::primitive_desc(desc, du::Engine());
       };
       dnnl::deconvolution_forward::primitive_desc pd;
@@ -266,8 +265,10 @@ class ConvTransposeKernel final : public Kernel {
       plan->reorder_src = plan->src_md != plan->user_src;
       plan->reorder_dst = plan->dst_md != plan->user_dst;
       plan->reorder_wei = plan->wei_md != plan->user_wei;
-      if (plan->reorder_src) plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst) plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
+      if (plan->reorder_src)
+        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
+      if (plan->reorder_dst)
+        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
       if (const_w_.defined()) {
         plan->packed_weights = du::PackWeights(plan->user_wei, const_w_.raw(), plan->wei_md, packed_w_);
       } else if (plan->reorder_wei) {
@@ -322,7 +323,8 @@ void RegisterConvTranspose(OpRegistry& r) {
                 ConvTransposeAttrs a;
                 SEQTO_ASSIGN_OR_RETURN(a.window, du::ParseWindowAttrs(init.node, false));
                 SEQTO_ASSIGN_OR_RETURN(a.group, init.node.attr_int("group", 1));
-                if (a.group < 1) return UserError("attribute 'group' is " + std::to_string(a.group) + ", expected >= 1");
+                if (a.group < 1)
+                  return UserError("attribute 'group' is " + std::to_string(a.group) + ", expected >= 1");
                 SEQTO_ASSIGN_OR_RETURN(a.output_padding, init.node.attr_ints("output_padding"));
                 SEQTO_ASSIGN_OR_RETURN(a.output_shape, init.node.attr_ints("output_shape"));
                 for (int64_t v : a.output_padding)

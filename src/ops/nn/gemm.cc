@@ -72,7 +72,8 @@ void GemmReference(const GemmAttrs& at, const GemmShape& g, const T* a, const T*
           acc += static_cast<Acc>(av) * static_cast<Acc>(bv);
         }
         const T cv = c ? c[(g.c_rows == 1 ? 0 : i) * g.c_cols + (g.c_cols == 1 ? 0 : j)] : T(0);
-        if (exact) y[i * g.n + j] = static_cast<T>(acc + static_cast<Acc>(cv));
+        if (exact)
+          y[i * g.n + j] = static_cast<T>(acc + static_cast<Acc>(cv));
         else
           y[i * g.n + j] = static_cast<T>(static_cast<double>(at.alpha) * static_cast<double>(acc) +
                                           (c ? static_cast<double>(at.beta) * static_cast<double>(cv) : 0.0));
@@ -82,9 +83,9 @@ void GemmReference(const GemmAttrs& at, const GemmShape& g, const T* a, const T*
 
 // How C reaches oneDNN.
 enum class CMode {
-  kNone,         // no C, or beta = 0
-  kBias,         // as the matmul's bias (alpha = 1; C constant, pre-scaled by beta, or beta = 1)
-  kAccumulate,   // Y is filled with beta * C first, then the matmul adds to it
+  kNone,        // no C, or beta = 0
+  kBias,        // as the matmul's bias (alpha = 1; C constant, pre-scaled by beta, or beta = 1)
+  kAccumulate,  // Y is filled with beta * C first, then the matmul adds to it
 };
 
 struct GemmPlan {
@@ -122,18 +123,21 @@ class GemmKernel final : public Kernel {
     const Tensor& b = ctx.input(1);
     const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
     if (!Supported(a.dtype())) return DTypeError(0, a.dtype(), "float32, float64, int32, int64, uint32, uint64");
-    if (b.dtype() != a.dtype()) return InputError(1, "B has type " + DTypeName(b.dtype()) + ", expected A's type " + DTypeName(a.dtype()));
-    if (c && c->dtype() != a.dtype()) return InputError(2, "C has type " + DTypeName(c->dtype()) + ", expected A's type " + DTypeName(a.dtype()));
+    if (b.dtype() != a.dtype())
+      return InputError(1, "B has type " + DTypeName(b.dtype()) + ", expected A's type " + DTypeName(a.dtype()));
+    if (c && c->dtype() != a.dtype())
+      return InputError(2, "C has type " + DTypeName(c->dtype()) + ", expected A's type " + DTypeName(a.dtype()));
     SEQTO_ASSIGN_OR_RETURN(GemmShape g, ResolveGemm(at_, a.shape(), b.shape(), c ? &c->shape() : nullptr));
     Tensor& y = ctx.Allocate(0, a.dtype(), {g.m, g.n});
     if (y.numel() == 0) return Status::Ok();
     if (a.dtype() == DType::kFloat32 && !reference_only_ && g.k > 0) {
-      auto plan = plans_.Get(du::ShapeKey({&a.shape(), &b.shape(), c ? &c->shape() : nullptr}), [&] { return MakePlan(g); });
+      auto plan =
+          plans_.Get(du::ShapeKey({&a.shape(), &b.shape(), c ? &c->shape() : nullptr}), [&] { return MakePlan(g); });
       if (plan) return Execute(*plan, g, a, b, c, y);
     }
     switch (a.dtype()) {
-#define SEQTO_GEMM_CASE(DT, T)                                                                          \
-  case DT:                                                                                             \
+#define SEQTO_GEMM_CASE(DT, T)                                                                \
+  case DT:                                                                                    \
     GemmReference(at_, g, a.data<T>(), b.data<T>(), c ? c->data<T>() : nullptr, y.data<T>()); \
     break;
       SEQTO_GEMM_CASE(DType::kFloat32, float)
@@ -143,7 +147,8 @@ class GemmKernel final : public Kernel {
       SEQTO_GEMM_CASE(DType::kUInt32, uint32_t)
       SEQTO_GEMM_CASE(DType::kUInt64, uint64_t)
 #undef SEQTO_GEMM_CASE
-      default: break;
+      default:
+        break;
     }
     return Status::Ok();
   }

@@ -113,13 +113,26 @@ class MatMulKernel final : public Kernel {
       if (plan) return du::RunMatmul(*plan, a.raw(), b.raw(), nullptr, y.raw());
     }
     switch (a.dtype()) {
-      case DType::kFloat32: MatMulReference(s, a.data<float>(), b.data<float>(), y.data<float>()); break;
-      case DType::kFloat64: MatMulReference(s, a.data<double>(), b.data<double>(), y.data<double>()); break;
-      case DType::kInt32: MatMulReference(s, a.data<int32_t>(), b.data<int32_t>(), y.data<int32_t>()); break;
-      case DType::kInt64: MatMulReference(s, a.data<int64_t>(), b.data<int64_t>(), y.data<int64_t>()); break;
-      case DType::kUInt32: MatMulReference(s, a.data<uint32_t>(), b.data<uint32_t>(), y.data<uint32_t>()); break;
-      case DType::kUInt64: MatMulReference(s, a.data<uint64_t>(), b.data<uint64_t>(), y.data<uint64_t>()); break;
-      default: return DTypeError(0, a.dtype(), "float32, float64, int32, int64, uint32, uint64");
+      case DType::kFloat32:
+        MatMulReference(s, a.data<float>(), b.data<float>(), y.data<float>());
+        break;
+      case DType::kFloat64:
+        MatMulReference(s, a.data<double>(), b.data<double>(), y.data<double>());
+        break;
+      case DType::kInt32:
+        MatMulReference(s, a.data<int32_t>(), b.data<int32_t>(), y.data<int32_t>());
+        break;
+      case DType::kInt64:
+        MatMulReference(s, a.data<int64_t>(), b.data<int64_t>(), y.data<int64_t>());
+        break;
+      case DType::kUInt32:
+        MatMulReference(s, a.data<uint32_t>(), b.data<uint32_t>(), y.data<uint32_t>());
+        break;
+      case DType::kUInt64:
+        MatMulReference(s, a.data<uint64_t>(), b.data<uint64_t>(), y.data<uint64_t>());
+        break;
+      default:
+        return DTypeError(0, a.dtype(), "float32, float64, int32, int64, uint32, uint64");
     }
     return Status::Ok();
   }

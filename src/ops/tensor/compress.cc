@@ -28,8 +28,8 @@ Expected<std::unique_ptr<Kernel>> CreateCompress(const KernelInit& init) {
     }
     const int64_t dim = shape[axis];
     if (cond.numel() > dim)
-      return InputError(1, "condition has " + std::to_string(cond.numel()) + " entries, the axis has " +
-                               std::to_string(dim));
+      return InputError(
+          1, "condition has " + std::to_string(cond.numel()) + " entries, the axis has " + std::to_string(dim));
     std::vector<int64_t> keep;
     for (int64_t i = 0; i < cond.numel(); ++i)
       if (cond.data<bool>()[i]) keep.push_back(i);

@@ -27,8 +27,8 @@ Expected<std::unique_ptr<Kernel>> CreateDepthToSpace(const KernelInit& init) {
     if (x.rank() != 4) return InputError(0, "must have rank 4 (NCHW), got shape " + ShapeToString(x.shape()));
     const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
     if (c % (b * b) != 0)
-      return InputError(0, "channels " + std::to_string(c) + " are not a multiple of blocksize^2 = " +
-                               std::to_string(b * b));
+      return InputError(
+          0, "channels " + std::to_string(c) + " are not a multiple of blocksize^2 = " + std::to_string(b * b));
     SEQTO_ASSIGN_OR_RETURN(const size_t es, tensorops::ElementSize(0, x.dtype()));
     const int64_t oc = c / (b * b);
     // Source view: DCR [N, b1, b2, C', H, W]; CRD [N, C', b1, b2, H, W].

@@ -12,13 +12,12 @@ namespace {
 
 // Indices as int64, checked against [-dim, dim) and made non-negative.
 Expected<std::vector<int64_t>> ReadIndices(const Tensor& t, int index, int64_t dim) {
-  if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)
-    return DTypeError(index, t.dtype(), "int32, int64");
+  if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) return DTypeError(index, t.dtype(), "int32, int64");
   std::vector<int64_t> idx = t.ToInt64s();
   for (int64_t& i : idx) {
     if (i < -dim || i >= dim)
-      return InputError(index, "index " + std::to_string(i) + " is out of range for an axis of extent " +
-                                   std::to_string(dim));
+      return InputError(index,
+                        "index " + std::to_string(i) + " is out of range for an axis of extent " + std::to_string(dim));
     if (i < 0) i += dim;
   }
   return idx;
@@ -89,8 +88,8 @@ Expected<std::unique_ptr<Kernel>> CreateGatherElements(const KernelInit& init) {
     SEQTO_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_attr, r));
     for (int64_t d = 0; d < r; ++d)
       if (d != axis && ind.dim(d) > x.dim(d))
-        return InputError(1, "shape " + ShapeToString(ind.shape()) + " exceeds the data's " +
-                                 ShapeToString(x.shape()) + " outside axis " + std::to_string(axis));
+        return InputError(1, "shape " + ShapeToString(ind.shape()) + " exceeds the data's " + ShapeToString(x.shape()) +
+                                 " outside axis " + std::to_string(axis));
     SEQTO_ASSIGN_OR_RETURN(const size_t es, tensorops::ElementSize(0, x.dtype()));
     SEQTO_ASSIGN_OR_RETURN(const std::vector<int64_t> idx, ReadIndices(ind, 1, x.dim(axis)));
     Tensor& y = ctx.Allocate(0, x.dtype(), ind.shape());

@@ -70,10 +70,17 @@ Expected<std::unique_ptr<Kernel>> CreateDropout(const KernelInit& init) {
     bool* mask = ctx.wants_output(1) ? ctx.Allocate(1, DType::kBool, x.shape()).data<bool>() : nullptr;
     const auto s = static_cast<uint32_t>(seed);
     switch (x.dtype()) {
-      case DType::kFloat32: DropoutKernel(x.data<float>(), y.data<float>(), mask, x.numel(), ratio, s); break;
-      case DType::kFloat64: DropoutKernel(x.data<double>(), y.data<double>(), mask, x.numel(), ratio, s); break;
-      case DType::kFloat16: DropoutKernel(x.data<uint16_t>(), y.data<uint16_t>(), mask, x.numel(), ratio, s); break;
-      default: return DTypeError(0, x.dtype(), "float32, float64, float16 (in training mode)");
+      case DType::kFloat32:
+        DropoutKernel(x.data<float>(), y.data<float>(), mask, x.numel(), ratio, s);
+        break;
+      case DType::kFloat64:
+        DropoutKernel(x.data<double>(), y.data<double>(), mask, x.numel(), ratio, s);
+        break;
+      case DType::kFloat16:
+        DropoutKernel(x.data<uint16_t>(), y.data<uint16_t>(), mask, x.numel(), ratio, s);
+        break;
+      default:
+        return DTypeError(0, x.dtype(), "float32, float64, float16 (in training mode)");
     }
     return Status::Ok();
   });

@@ -19,7 +19,8 @@ Expected<std::vector<bool>> NonZeroMask(const Tensor& x) {
     case DType::kBFloat16:
       for (int64_t i = 0; i < n; ++i) nz[i] = (x.data<uint16_t>()[i] & 0x7fff) != 0;
       return nz;
-    default: break;
+    default:
+      break;
   }
   const bool ok = VisitNumeric(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -15,8 +15,7 @@ Expected<std::unique_ptr<Kernel>> CreateOneHot(const KernelInit& init) {
   return MakeKernel([=](KernelContext& ctx) -> Status {
     const Tensor& ind = ctx.input(0);
     const Tensor& values = ctx.input(2);
-    if (DTypeSize(ind.dtype()) == 0 || ind.dtype() == DType::kBool)
-      return DTypeError(0, ind.dtype(), "a numeric type");
+    if (DTypeSize(ind.dtype()) == 0 || ind.dtype() == DType::kBool) return DTypeError(0, ind.dtype(), "a numeric type");
     SEQTO_ASSIGN_OR_RETURN(const double depth_v, tensorops::ReadScalar(ctx.input(1), 1, "depth"));
     const int64_t depth = static_cast<int64_t>(std::floor(depth_v));
     if (depth < 1) return InputError(1, "depth must be positive, got " + std::to_string(depth_v));

@@ -25,8 +25,7 @@ Status MakeMap(int64_t dim, int64_t begin, int64_t end, PadMode mode, std::vecto
   SEQTO_ASSIGN_OR_RETURN(const int64_t pm, tensorops::CheckedAdd(pb, m));
   SEQTO_ASSIGN_OR_RETURN(const int64_t out, tensorops::CheckedAdd(pm, pe));
   map.resize(out);
-  if (mode != PadMode::kConstant && m == 0 && out > 0)
-    return UserError("cannot pad an empty dimension in this mode");
+  if (mode != PadMode::kConstant && m == 0 && out > 0) return UserError("cannot pad an empty dimension in this mode");
   for (int64_t o = 0; o < out; ++o) {
     int64_t j = o - pb;
     if (j >= 0 && j < m) {
@@ -34,9 +33,15 @@ Status MakeMap(int64_t dim, int64_t begin, int64_t end, PadMode mode, std::vecto
       continue;
     }
     switch (mode) {
-      case PadMode::kConstant: map[o] = -1; continue;
-      case PadMode::kEdge: j = std::clamp<int64_t>(j, 0, m - 1); break;
-      case PadMode::kWrap: j = ((j % m) + m) % m; break;
+      case PadMode::kConstant:
+        map[o] = -1;
+        continue;
+      case PadMode::kEdge:
+        j = std::clamp<int64_t>(j, 0, m - 1);
+        break;
+      case PadMode::kWrap:
+        j = ((j % m) + m) % m;
+        break;
       case PadMode::kReflect: {
         if (m == 1) {
           j = 0;
@@ -73,8 +78,10 @@ void PadKernel(const U* src, U* dst, const Shape& in, const Shape& out, const st
         idx[d] = rem % out[d];
         rem /= out[d];
         const int64_t s = maps[d][idx[d]];
-        if (s < 0) constant = true;
-        else off += s * in_strides[d];
+        if (s < 0)
+          constant = true;
+        else
+          off += s * in_strides[d];
       }
       U* o = dst + row * inner;
       if (constant) {
@@ -121,15 +128,14 @@ Expected<std::unique_ptr<Kernel>> CreatePad(const KernelInit& init) {
       if (ctx.has_input(2) && ctx.input(2).numel() > 0) {
         const Tensor& v = ctx.input(2);
         if (v.dtype() != x.dtype())
-          return InputError(2, "constant_value has type " + DTypeName(v.dtype()) + ", the data has " +
-                                   DTypeName(x.dtype()));
+          return InputError(
+              2, "constant_value has type " + DTypeName(v.dtype()) + ", the data has " + DTypeName(x.dtype()));
         if (v.numel() != 1)
           return InputError(2, "constant_value must have one element, got shape " + ShapeToString(v.shape()));
         std::memcpy(value, v.raw(), es);
       }
       if (ctx.has_input(3)) {  // axes (opset 18)
-        SEQTO_ASSIGN_OR_RETURN(const std::vector<int64_t> raw_axes,
-                               tensorops::ReadIntList(ctx.input(3), 3, "axes"));
+        SEQTO_ASSIGN_OR_RETURN(const std::vector<int64_t> raw_axes, tensorops::ReadIntList(ctx.input(3), 3, "axes"));
         SEQTO_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, tensorops::NormalizeAxes(raw_axes, r, "axes"));
         const size_t na = axes.size();
         if (pads.size() != 2 * na)

@@ -38,15 +38,13 @@ Expected<Shape> ReshapeTarget(const Shape& in, const std::vector<int64_t>& spec,
   }
   const int64_t n = NumElements(in);
   if (infer >= 0) {
-    if (allowzero && has_zero)
-      return UserError("shape " + ListToString(spec) + " has both 0 and -1 with allowzero=1");
+    if (allowzero && has_zero) return UserError("shape " + ListToString(spec) + " has both 0 and -1 with allowzero=1");
     if (known == 0) {
       if (n != 0)
         return UserError("cannot infer -1 in shape " + ListToString(spec) + " for input " + ShapeToString(in));
       out[infer] = 0;
     } else {
-      if (n % known != 0)
-        return UserError("cannot reshape " + ShapeToString(in) + " to " + ListToString(spec));
+      if (n % known != 0) return UserError("cannot reshape " + ShapeToString(in) + " to " + ListToString(spec));
       out[infer] = n / known;
     }
   }

@@ -26,8 +26,15 @@ namespace seqto::ops {
 namespace {
 
 enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn,
-                   kTfCropAndResize };
+enum class Coord {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize
+};
 enum class Rounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
 
@@ -67,8 +74,10 @@ double OriginalCoordinate(const ResizeAttrs& a, const AxisPlan& p, int64_t x, bo
   const double xd = static_cast<double>(x);
   *outside = false;
   switch (a.coord) {
-    case Coord::kAlignCorners: return out_width == 1 ? 0.0 : xd * (in - 1) / (out_width - 1);
-    case Coord::kAsymmetric: return xd / scale;
+    case Coord::kAlignCorners:
+      return out_width == 1 ? 0.0 : xd * (in - 1) / (out_width - 1);
+    case Coord::kAsymmetric:
+      return xd / scale;
     case Coord::kTfCropAndResize: {
       const double extent = static_cast<double>(p.roi_end - p.roi_start);  // float subtraction, as numpy does
       double x_ori = out_width == 1 ? extent * (in - 1) / 2 : xd * extent * (in - 1) / (out_width - 1);
@@ -76,15 +85,18 @@ double OriginalCoordinate(const ResizeAttrs& a, const AxisPlan& p, int64_t x, bo
       *outside = x_ori < 0 || x_ori > in - 1;
       return x_ori;
     }
-    case Coord::kPytorchHalfPixel: return out_width == 1 ? -0.5 : (xd + 0.5) / scale - 0.5;
-    case Coord::kHalfPixel: return (xd + 0.5) / scale - 0.5;
+    case Coord::kPytorchHalfPixel:
+      return out_width == 1 ? -0.5 : (xd + 0.5) / scale - 0.5;
+    case Coord::kHalfPixel:
+      return (xd + 0.5) / scale - 0.5;
     case Coord::kHalfPixelSymmetric: {
       const double adjustment = static_cast<double>(p.out) / out_width;
       const double center = in / 2;
       const double offset = center * (1 - adjustment);
       return offset + (xd + 0.5) / scale - 0.5;
     }
-    case Coord::kTfHalfPixelForNn: return (xd + 0.5) / scale;
+    case Coord::kTfHalfPixelForNn:
+      return (xd + 0.5) / scale;
   }
   return xd;
 }
@@ -118,10 +130,18 @@ void PlanAxis(const ResizeAttrs& a, AxisPlan& p) {
       } else {
         bool up = false;
         switch (a.rounding) {
-          case Rounding::kRoundPreferFloor: up = ratio > 0.5; break;
-          case Rounding::kRoundPreferCeil: up = ratio >= 0.5; break;
-          case Rounding::kFloor: up = false; break;
-          default: up = true; break;
+          case Rounding::kRoundPreferFloor:
+            up = ratio > 0.5;
+            break;
+          case Rounding::kRoundPreferCeil:
+            up = ratio >= 0.5;
+            break;
+          case Rounding::kFloor:
+            up = false;
+            break;
+          default:
+            up = true;
+            break;
         }
         i = static_cast<int64_t>(fl) + (up ? 1 : 0);
       }
@@ -197,8 +217,10 @@ void NearestKernel(const U* src, U* dst, const std::vector<AxisPlan>& plans, U e
       for (int64_t d = r - 2; d >= 0; --d) {
         const int64_t i = plans[d].index[rem % out_shape[d]];
         rem /= out_shape[d];
-        if (i < 0) outside = true;
-        else off += i * in_strides[d];
+        if (i < 0)
+          outside = true;
+        else
+          off += i * in_strides[d];
       }
       U* o = dst + row * inner;
       if (outside) {
@@ -277,9 +299,8 @@ Status InterpolateKernel(const Tensor& x, Tensor& y, const std::vector<AxisPlan>
   std::vector<int64_t> order;
   for (size_t d = 0; d < plans.size(); ++d)
     if (!plans[d].identity) order.push_back(static_cast<int64_t>(d));
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return plans[a].out * plans[b].in < plans[b].out * plans[a].in;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return plans[a].out * plans[b].in < plans[b].out * plans[a].in; });
   for (int64_t d : order) {
     InterpolateAxis(cur, next, shape, d, plans[d], extrapolation);
     std::swap(cur, next);
@@ -334,8 +355,8 @@ Status RunResize(const ResizeAttrs& a, KernelContext& ctx) {
     SEQTO_ASSIGN_OR_RETURN(const std::vector<float> roi, ReadFloats(ctx, a.roi_input, "roi"));
     if (!roi.empty()) {
       if (roi.size() != 2 * na)
-        return InputError(a.roi_input, "roi has " + std::to_string(roi.size()) + " values, expected " +
-                                           std::to_string(2 * na));
+        return InputError(a.roi_input,
+                          "roi has " + std::to_string(roi.size()) + " values, expected " + std::to_string(2 * na));
       for (size_t i = 0; i < na; ++i) {
         plans[axes[i]].roi_start = roi[i];
         plans[axes[i]].roi_end = roi[i + na];
@@ -368,13 +389,13 @@ Status RunResize(const ResizeAttrs& a, KernelContext& ctx) {
     }
   } else {
     if (sizes.size() != na)
-      return UserError("sizes has " + std::to_string(sizes.size()) + " values, the input " +
-                       ShapeToString(x.shape()) + " needs " + std::to_string(na));
+      return UserError("sizes has " + std::to_string(sizes.size()) + " values, the input " + ShapeToString(x.shape()) +
+                       " needs " + std::to_string(na));
     for (size_t i = 0; i < na; ++i) {
       if (sizes[i] < 0) return UserError("sizes " + tensorops::ListToString(sizes) + " has a negative extent");
       if (plans[axes[i]].in == 0 && sizes[i] > 0)
-        return InputError(0, "cannot resize the empty dimension " + std::to_string(axes[i]) + " of " +
-                                 ShapeToString(x.shape()));
+        return InputError(
+            0, "cannot resize the empty dimension " + std::to_string(axes[i]) + " of " + ShapeToString(x.shape()));
     }
     if (a.aspect == AspectPolicy::kStretch) {
       for (size_t i = 0; i < na; ++i) {
@@ -402,8 +423,8 @@ Status RunResize(const ResizeAttrs& a, KernelContext& ctx) {
   Shape out_shape(r);
   for (int64_t d = 0; d < r; ++d) {
     if (plans[d].in == 0 && plans[d].out > 0)
-      return InputError(0, "cannot resize the empty dimension " + std::to_string(d) + " of " +
-                               ShapeToString(x.shape()));
+      return InputError(0,
+                        "cannot resize the empty dimension " + std::to_string(d) + " of " + ShapeToString(x.shape()));
     out_shape[d] = plans[d].out;
   }
   SEQTO_RETURN_IF_ERROR(tensorops::CheckedNumElements(out_shape).status());
@@ -447,20 +468,33 @@ Expected<std::unique_ptr<Kernel>> CreateResize(const KernelInit& init) {
     a.scales_input = 2;
     a.sizes_input = 3;
     SEQTO_ASSIGN_OR_RETURN(const std::string coord, node.attr_string("coordinate_transformation_mode", "half_pixel"));
-    if (coord == "half_pixel") a.coord = Coord::kHalfPixel;
-    else if (coord == "half_pixel_symmetric") a.coord = Coord::kHalfPixelSymmetric;
-    else if (coord == "pytorch_half_pixel") a.coord = Coord::kPytorchHalfPixel;
-    else if (coord == "align_corners") a.coord = Coord::kAlignCorners;
-    else if (coord == "asymmetric") a.coord = Coord::kAsymmetric;
-    else if (coord == "tf_half_pixel_for_nn") a.coord = Coord::kTfHalfPixelForNn;
-    else if (coord == "tf_crop_and_resize") a.coord = Coord::kTfCropAndResize;
-    else return UserError("attribute 'coordinate_transformation_mode' has the unknown value '" + coord + "'");
+    if (coord == "half_pixel")
+      a.coord = Coord::kHalfPixel;
+    else if (coord == "half_pixel_symmetric")
+      a.coord = Coord::kHalfPixelSymmetric;
+    else if (coord == "pytorch_half_pixel")
+      a.coord = Coord::kPytorchHalfPixel;
+    else if (coord == "align_corners")
+      a.coord = Coord::kAlignCorners;
+    else if (coord == "asymmetric")
+      a.coord = Coord::kAsymmetric;
+    else if (coord == "tf_half_pixel_for_nn")
+      a.coord = Coord::kTfHalfPixelForNn;
+    else if (coord == "tf_crop_and_resize")
+      a.coord = Coord::kTfCropAndResize;
+    else
+      return UserError("attribute 'coordinate_transformation_mode' has the unknown value '" + coord + "'");
     SEQTO_ASSIGN_OR_RETURN(const std::string nearest, node.attr_string("nearest_mode", "round_prefer_floor"));
-    if (nearest == "round_prefer_floor") a.rounding = Rounding::kRoundPreferFloor;
-    else if (nearest == "round_prefer_ceil") a.rounding = Rounding::kRoundPreferCeil;
-    else if (nearest == "floor") a.rounding = Rounding::kFloor;
-    else if (nearest == "ceil") a.rounding = Rounding::kCeil;
-    else return UserError("attribute 'nearest_mode' has the unknown value '" + nearest + "'");
+    if (nearest == "round_prefer_floor")
+      a.rounding = Rounding::kRoundPreferFloor;
+    else if (nearest == "round_prefer_ceil")
+      a.rounding = Rounding::kRoundPreferCeil;
+    else if (nearest == "floor")
+      a.rounding = Rounding::kFloor;
+    else if (nearest == "ceil")
+      a.rounding = Rounding::kCeil;
+    else
+      return UserError("attribute 'nearest_mode' has the unknown value '" + nearest + "'");
     SEQTO_ASSIGN_OR_RETURN(const float cubic_a, node.attr_float("cubic_coeff_a", -0.75f));
     a.cubic_a = cubic_a;
     SEQTO_ASSIGN_OR_RETURN(const int64_t exclude, node.attr_int("exclude_outside", 0));
@@ -471,10 +505,14 @@ Expected<std::unique_ptr<Kernel>> CreateResize(const KernelInit& init) {
     if (antialias != 0) return UserError("attribute 'antialias' is not supported");
     SEQTO_ASSIGN_OR_RETURN(a.axes, node.attr_ints("axes"));
     SEQTO_ASSIGN_OR_RETURN(const std::string policy, node.attr_string("keep_aspect_ratio_policy", "stretch"));
-    if (policy == "stretch") a.aspect = AspectPolicy::kStretch;
-    else if (policy == "not_larger") a.aspect = AspectPolicy::kNotLarger;
-    else if (policy == "not_smaller") a.aspect = AspectPolicy::kNotSmaller;
-    else return UserError("attribute 'keep_aspect_ratio_policy' has the unknown value '" + policy + "'");
+    if (policy == "stretch")
+      a.aspect = AspectPolicy::kStretch;
+    else if (policy == "not_larger")
+      a.aspect = AspectPolicy::kNotLarger;
+    else if (policy == "not_smaller")
+      a.aspect = AspectPolicy::kNotSmaller;
+    else
+      return UserError("attribute 'keep_aspect_ratio_policy' has the unknown value '" + policy + "'");
   }
   return MakeKernel([a](KernelContext& ctx) -> Status { return RunResize(a, ctx); });
 }

@@ -37,11 +37,16 @@ void ForEachTarget(const Shape& x_shape, const Shape& i_shape, int64_t axis, con
 template <typename T>
 T Combine(Reduction red, T a, T b) {
   switch (red) {
-    case Reduction::kAdd: return static_cast<T>(a + b);
-    case Reduction::kMul: return static_cast<T>(a * b);
-    case Reduction::kMax: return std::max(a, b);
-    case Reduction::kMin: return std::min(a, b);
-    default: return b;
+    case Reduction::kAdd:
+      return static_cast<T>(a + b);
+    case Reduction::kMul:
+      return static_cast<T>(a * b);
+    case Reduction::kMax:
+      return std::max(a, b);
+    case Reduction::kMin:
+      return std::min(a, b);
+    default:
+      return b;
   }
 }
 
@@ -67,24 +72,23 @@ Expected<std::unique_ptr<Kernel>> CreateScatterElements(const KernelInit& init) 
     if (ind.rank() != r)
       return InputError(1, "has rank " + std::to_string(ind.rank()) + ", the data has rank " + std::to_string(r));
     if (upd.shape() != ind.shape())
-      return InputError(2, "has shape " + ShapeToString(upd.shape()) + ", the indices have " +
-                               ShapeToString(ind.shape()));
+      return InputError(2,
+                        "has shape " + ShapeToString(upd.shape()) + ", the indices have " + ShapeToString(ind.shape()));
     if (upd.dtype() != x.dtype())
       return InputError(2, "has type " + DTypeName(upd.dtype()) + ", the data has " + DTypeName(x.dtype()));
     SEQTO_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axis_attr, r));
     for (int64_t d = 0; d < r; ++d)
       if (d != axis && ind.dim(d) > x.dim(d))
-        return InputError(1, "shape " + ShapeToString(ind.shape()) + " exceeds the data's " +
-                                 ShapeToString(x.shape()) + " outside axis " + std::to_string(axis));
-    if (ind.dtype() != DType::kInt64 && ind.dtype() != DType::kInt32)
-      return DTypeError(1, ind.dtype(), "int32, int64");
+        return InputError(1, "shape " + ShapeToString(ind.shape()) + " exceeds the data's " + ShapeToString(x.shape()) +
+                                 " outside axis " + std::to_string(axis));
+    if (ind.dtype() != DType::kInt64 && ind.dtype() != DType::kInt32) return DTypeError(1, ind.dtype(), "int32, int64");
     SEQTO_ASSIGN_OR_RETURN(const size_t es, tensorops::ElementSize(0, x.dtype()));
     std::vector<int64_t> idx = ind.ToInt64s();
     const int64_t dim = x.dim(axis);
     for (int64_t& i : idx) {
       if (i < -dim || i >= dim)
-        return InputError(1, "index " + std::to_string(i) + " is out of range for an axis of extent " +
-                                 std::to_string(dim));
+        return InputError(
+            1, "index " + std::to_string(i) + " is out of range for an axis of extent " + std::to_string(dim));
       if (i < 0) i += dim;
     }
     Tensor& y = ctx.Allocate(0, x.dtype(), x.shape());

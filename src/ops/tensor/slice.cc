@@ -19,8 +19,7 @@ struct SliceSpec {
 };
 
 // Computes the output shape and the strided view of the input it selects.
-Status PlanSlice(const Shape& in, const SliceSpec& spec, Shape& out, std::vector<int64_t>& strides,
-                 int64_t& base) {
+Status PlanSlice(const Shape& in, const SliceSpec& spec, Shape& out, std::vector<int64_t>& strides, int64_t& base) {
   const int64_t r = static_cast<int64_t>(in.size());
   const size_t n = spec.starts.size();
   if (spec.ends.size() != n)

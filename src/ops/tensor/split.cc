@@ -43,9 +43,8 @@ Expected<std::unique_ptr<Kernel>> CreateSplit(const KernelInit& init) {
         SEQTO_ASSIGN_OR_RETURN(total, tensorops::CheckedAdd(total, s));
       }
       if (total != dim)
-        return UserError("split " + tensorops::ListToString(sizes) + " sums to " + std::to_string(total) +
-                         ", axis " + std::to_string(axis) + " of " + ShapeToString(x.shape()) + " has " +
-                         std::to_string(dim));
+        return UserError("split " + tensorops::ListToString(sizes) + " sums to " + std::to_string(total) + ", axis " +
+                         std::to_string(axis) + " of " + ShapeToString(x.shape()) + " has " + std::to_string(dim));
     } else if (has_num_outputs) {
       if (num_outputs != n_out)
         return UserError("attribute 'num_outputs' is " + std::to_string(num_outputs) + ", the node has " +
@@ -54,8 +53,8 @@ Expected<std::unique_ptr<Kernel>> CreateSplit(const KernelInit& init) {
       for (int64_t i = 0; i < n_out; ++i) sizes.push_back(std::max<int64_t>(0, std::min(part, dim - i * part)));
     } else {
       if (n_out == 0 || dim % n_out != 0)
-        return UserError("axis " + std::to_string(axis) + " of " + ShapeToString(x.shape()) +
-                         " cannot be split into " + std::to_string(n_out) + " equal parts");
+        return UserError("axis " + std::to_string(axis) + " of " + ShapeToString(x.shape()) + " cannot be split into " +
+                         std::to_string(n_out) + " equal parts");
       sizes.assign(n_out, dim / n_out);
     }
     int64_t outer = 1;

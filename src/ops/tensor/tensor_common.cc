@@ -174,8 +174,10 @@ void StridedCopy(const void* src_v, void* dst_v, const Shape& shape, const std::
   const bool tiled = k < r && c.shape[k] >= 4 && inner >= 4;
   VisitElementSize(elem_size, [&](auto tag) {
     using U = decltype(tag);
-    if (tiled) CopyTiled(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c, k);
-    else CopyStridedRows(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c);
+    if (tiled)
+      CopyTiled(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c, k);
+    else
+      CopyStridedRows(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c);
   });
 }
 
@@ -248,7 +250,8 @@ Status ValueToBytes(double v, DType dtype, void* out) {
       std::memcpy(out, &h, 2);
       return Status::Ok();
     }
-    default: break;
+    default:
+      break;
   }
   const bool ok = VisitNumeric(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -267,8 +270,7 @@ Expected<std::vector<int64_t>> ReadIntList(const Tensor& t, int index, const std
 }
 
 Expected<double> ReadScalar(const Tensor& t, int index, const std::string& what) {
-  if (t.numel() != 1)
-    return InputError(index, what + " must have one element, got shape " + ShapeToString(t.shape()));
+  if (t.numel() != 1) return InputError(index, what + " must have one element, got shape " + ShapeToString(t.shape()));
   if (DTypeSize(t.dtype()) == 0) return DTypeError(index, t.dtype(), "a numeric type");
   return t.ToDoubles()[0];
 }
@@ -308,8 +310,7 @@ Expected<std::vector<int64_t>> NdIndexOffsets(const Tensor& indices, int index, 
   return out;
 }
 
-Expected<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int64_t rank,
-                                             const std::string& what) {
+Expected<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int64_t rank, const std::string& what) {
   std::vector<int64_t> out;
   std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 1)), false);
   for (int64_t a : axes) {

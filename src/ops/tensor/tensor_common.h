@@ -20,10 +20,18 @@ namespace seqto::ops::tensorops {
 template <typename F>
 void VisitElementSize(size_t size, F&& f) {
   switch (size) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
   }
 }
 
@@ -43,8 +51,10 @@ void StridedCopyReference(const void* src, void* dst, const Shape& shape, const 
 // StridedCopyReference if `reference`, else StridedCopy.
 inline void StridedCopy(const void* src, void* dst, const Shape& shape, const std::vector<int64_t>& src_strides,
                         size_t elem_size, bool reference) {
-  if (reference) StridedCopyReference(src, dst, shape, src_strides, elem_size);
-  else StridedCopy(src, dst, shape, src_strides, elem_size);
+  if (reference)
+    StridedCopyReference(src, dst, shape, src_strides, elem_size);
+  else
+    StridedCopy(src, dst, shape, src_strides, elem_size);
 }
 
 // True when the strided view over `shape` is the contiguous row-major layout of its

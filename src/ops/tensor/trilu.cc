@@ -43,7 +43,8 @@ Expected<std::unique_ptr<Kernel>> CreateEyeLike(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(const int64_t dtype_attr, init.node.attr_int("dtype", 0));
   SEQTO_ASSIGN_OR_RETURN(const int64_t k, init.node.attr_int("k", 0));
   const DType dtype = static_cast<DType>(dtype_attr);
-  if (has_dtype && !IsSupportedDType(dtype)) return UserError("attribute 'dtype' " + std::to_string(dtype_attr) + " is not a supported type");
+  if (has_dtype && !IsSupportedDType(dtype))
+    return UserError("attribute 'dtype' " + std::to_string(dtype_attr) + " is not a supported type");
   return MakeKernel([=](KernelContext& ctx) -> Status {
     const Tensor& x = ctx.input(0);
     if (x.rank() != 2) return InputError(0, "must be 2-D, got shape " + ShapeToString(x.shape()));
