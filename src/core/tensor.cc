@@ -82,4 +82,32 @@ std::vector<int64_t> Tensor::ToInt64s() const {
 
 std::string Tensor::Describe() const { return DTypeName(dtype_) + "[" + ShapeToString(shape_) + "]"; }
 
+namespace {
+// True if no element has all exponent bits set (the IEEE encoding of NaN and infinity).
+template <typename Bits>
+bool NoneHasFullExponent(const void* data, int64_t n, Bits exponent) {
+  const auto* u = static_cast<const Bits*>(data);
+  Bits bad = 0;  // or-ed without branches, so the loop vectorizes
+  for (int64_t i = 0; i < n; ++i) bad |= static_cast<Bits>((u[i] & exponent) == exponent);
+  return bad == 0;
+}
+}  // namespace
+
+bool AllFinite(const Tensor& t) {
+  if (!t.defined()) return true;
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return NoneHasFullExponent<uint32_t>(t.raw(), n, 0x7f800000u);
+    case DType::kFloat64:
+      return NoneHasFullExponent<uint64_t>(t.raw(), n, 0x7ff0000000000000ull);
+    case DType::kFloat16:
+      return NoneHasFullExponent<uint16_t>(t.raw(), n, 0x7c00u);
+    case DType::kBFloat16:
+      return NoneHasFullExponent<uint16_t>(t.raw(), n, 0x7f80u);
+    default:
+      return true;
+  }
+}
+
 }  // namespace seqto

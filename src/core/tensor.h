@@ -91,4 +91,8 @@ Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {
 template <>
 Tensor Tensor::FromVector<bool>(Shape shape, const std::vector<bool>& values);
 
+// False if a floating-point tensor holds a NaN or an infinity (any float type); true
+// for integer and bool tensors and for undefined ones. One pass over the bits.
+bool AllFinite(const Tensor& t);
+
 }  // namespace seqto

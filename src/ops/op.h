@@ -34,8 +34,14 @@ class KernelContext {
   // An output that shares an input's storage (Reshape, Identity, ...).
   void SetOutput(int i, Tensor t) { outputs_[i] = std::move(t); }
   Tensor& output(int i) { return outputs_[i]; }
+  // False when the run is known to start from finite values only (the inputs, the
+  // constants, any overridden value): then no value holds NaN or infinity short of a
+  // float overflow, and a kernel may skip work that only keeps NaN as ONNX says (e.g.
+  // scanning its input before a fused activation that would turn NaN into a number).
+  bool may_be_non_finite() const { return may_be_non_finite_; }
 
  protected:
+  bool may_be_non_finite_ = true;  // unknown: assume the worst
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor> outputs_;
   std::vector<bool> output_wanted_;

@@ -54,8 +54,10 @@ struct AllocationError : std::runtime_error {
 
 class Session::Context final : public ops::KernelContext {
  public:
-  Context(BufferPool* pool, size_t max_bytes, std::vector<const Tensor*> inputs, const std::vector<int>& outputs)
+  Context(BufferPool* pool, size_t max_bytes, std::vector<const Tensor*> inputs, const std::vector<int>& outputs,
+          bool may_be_non_finite = true)
       : pool_(pool), max_bytes_(max_bytes) {
+    may_be_non_finite_ = may_be_non_finite;
     inputs_ = std::move(inputs);
     outputs_.resize(outputs.size());
     output_wanted_.resize(outputs.size());
@@ -224,6 +226,7 @@ Status Session::Plan(const ir::Model& model) {
   for (int id : output_ids_) last_use[id] = -1;
   for (size_t id = 0; id < last_use.size(); ++id)
     if (last_use[id] >= 0 && !constants_[id].defined()) steps_[last_use[id]].release.push_back(static_cast<int>(id));
+  for (const Tensor& c : constants_) constants_non_finite_ |= !AllFinite(c);
   return Status::Ok();
 }
 
@@ -262,6 +265,9 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
       return UserError("'" + name + "' is not an input of the model (inputs: " + expected + ")");
     }
   }
+  // Whether any value this run starts from may be NaN or infinite (kernels then keep
+  // NaN where a fused shortcut would lose it): an overridden value is not scanned.
+  bool may_be_non_finite = constants_non_finite_ || (hooks && hooks->override_value);
   for (size_t i = 0; i < inputs_.size(); ++i) {
     auto it = inputs.find(inputs_[i].name);
     if (it == inputs.end()) return UserError("input '" + inputs_[i].name + "' was not given a value");
@@ -273,6 +279,7 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
         value = std::move(*replaced);
       }
     if (hooks && hooks->observe) hooks->observe(inputs_[i].name, value);
+    may_be_non_finite = may_be_non_finite || !AllFinite(value);
     values[input_ids_[i]] = std::move(value);
   }
   if (hooks && (hooks->observe || hooks->override_value)) {
@@ -289,7 +296,7 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
   for (Step& step : steps_) {
     ins.clear();
     for (int id : step.inputs) ins.push_back(id >= 0 && values[id].defined() ? &values[id] : nullptr);
-    Context ctx(pool_.get(), options_.max_tensor_bytes, ins, step.outputs);
+    Context ctx(pool_.get(), options_.max_tensor_bytes, ins, step.outputs, may_be_non_finite);
     if (Status st = RunKernel(*step.kernel, ctx); !st.ok()) return std::move(st).WithContext(step.where);
     auto where = [&] { return step.where; };
     for (size_t i = 0; i < step.outputs.size(); ++i) {

@@ -90,7 +90,8 @@ class Session {
   std::vector<ir::ValueInfo> inputs_, outputs_;
   std::vector<std::string> value_names_;  // value id -> name
   std::map<std::string, int> value_ids_;
-  std::vector<Tensor> constants_;  // by value id (undefined if not constant)
+  std::vector<Tensor> constants_;      // by value id (undefined if not constant)
+  bool constants_non_finite_ = false;  // some constant holds NaN or infinity
   std::vector<int> input_ids_, output_ids_;
   std::vector<int> folded_ids_;  // values computed by constant folding, in order
   std::vector<Step> steps_;

@@ -63,7 +63,9 @@ TEST(ThreadsCli, ZeroMeansAllCoresAndTheBoundItselfIsAccepted) {
     ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
     const auto j = nlohmann::json::parse(ReadFile(dir / "b.json"));
     EXPECT_GE(j["threads"].get<int>(), 1);
-    if (ok != "0") EXPECT_EQ(j["threads"].get<int>(), std::stoi(ok));
+    if (ok != "0") {
+      EXPECT_EQ(j["threads"].get<int>(), std::stoi(ok));
+    }
   }
 }
 

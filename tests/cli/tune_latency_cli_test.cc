@@ -138,8 +138,9 @@ TEST(TuneLatencyCli, EveryMeasurementRecordsMedianSpreadAndLoad) {
   for (const auto& p : report["pareto"]) {
     const size_t k = p["cycle"].get<size_t>();
     for (const auto& c : report["cycles"])
-      if (c["index"].get<size_t>() == k)
+      if (c["index"].get<size_t>() == k) {
         EXPECT_DOUBLE_EQ(p["values"]["latency_ms"].get<double>(), c["latency_ms"]["p50"].get<double>());
+      }
   }
   EXPECT_TRUE(report.contains("machine_busy"));  // null on a quiet machine, an object on a busy one
 }

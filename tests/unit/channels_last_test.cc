@@ -325,5 +325,32 @@ TEST(ChannelsLast, FusedConvActivationsKeepNaNAsTheUnfusedOps) {
   }
 }
 
+// The same for a NaN that comes from the model, not the inputs: a weight holding NaN.
+// The session tells kernels whether a run can hold non-finite values at all; the
+// constants count as much as the inputs.
+TEST(ChannelsLast, FusedConvActivationsKeepNaNFromAWeight) {
+  std::mt19937 rng(6);
+  ir::Model m = ChainModel(rng);
+  bool poisoned = false;
+  for (auto& [name, w] : m.graph.initializers)
+    if (!poisoned && w.dtype() == DType::kFloat32 && w.rank() == 4) {
+      w = w.Clone();
+      w.data<float>()[1] = std::nanf("");
+      poisoned = true;
+    }
+  ASSERT_TRUE(poisoned);
+  const TensorMap feeds = {{"x", RandomTensor({2, 5, 9, 7}, rng)}};
+  SessionOptions unfused;
+  unfused.optimize = false;
+  const auto want = RunModel(m, unfused, feeds).at("r").ToDoubles();
+  size_t nans = 0;
+  for (double v : want) nans += std::isnan(v);
+  ASSERT_GT(nans, 0u) << "the NaN weight must reach the outputs";
+  SessionOptions fused;
+  const auto got = RunModel(m, fused, feeds).at("r").ToDoubles();
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(std::isnan(want[i]), std::isnan(got[i])) << "r at " << i;
+}
+
 }  // namespace
 }  // namespace seqto

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "core/file_util.h"
 #include "core/npy.h"
@@ -70,6 +71,26 @@ TEST(Tensor, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);
   EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.f, -24));
   for (uint16_t h : {0x3555, 0x0400, 0x03ff, 0xc000, 0x7bff}) EXPECT_EQ(FloatToHalf(HalfToFloat(h)), h);
+}
+
+TEST(Tensor, AllFiniteFindsNaNAndInfinityInEveryFloatType) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  EXPECT_TRUE(AllFinite(Tensor::FromVector<float>({4}, {0.f, -1.f, 3e38f, -1e-45f})));
+  EXPECT_FALSE(AllFinite(Tensor::FromVector<float>({5}, {0.f, 1.f, 2.f, 3.f, nan})));
+  EXPECT_FALSE(AllFinite(Tensor::FromVector<float>({3}, {-inf, 1.f, 2.f})));
+  EXPECT_TRUE(AllFinite(Tensor::FromVector<double>({2}, {1e308, -1e308})));
+  EXPECT_FALSE(AllFinite(Tensor::FromVector<double>({2}, {1.0, std::nan("")})));
+  Tensor half(DType::kFloat16, {3});
+  auto* h = static_cast<uint16_t*>(half.raw());
+  h[0] = FloatToHalf(1.f), h[1] = FloatToHalf(65504.f), h[2] = FloatToHalf(-2.f);
+  EXPECT_TRUE(AllFinite(half));
+  h[1] = FloatToHalf(1e6f);  // overflows to infinity
+  EXPECT_FALSE(AllFinite(half));
+  Tensor bf(DType::kBFloat16, {1});
+  static_cast<uint16_t*>(bf.raw())[0] = 0x7fc0;  // NaN
+  EXPECT_FALSE(AllFinite(bf));
+  EXPECT_TRUE(AllFinite(Tensor::FromVector<int32_t>({2}, {0x7f800000, -1})));  // integers are never NaN
+  EXPECT_TRUE(AllFinite(Tensor()));
 }
 
 }  // namespace
