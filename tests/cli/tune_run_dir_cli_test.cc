@@ -187,7 +187,11 @@ TEST(TuneRunDir, OverlapIsWarnedAndAFailedReportIsNotSuccess) {
   const std::vector<std::string> args = {"tune", config.string(), "-q"};
   const Result r = RunSeqto(args, std::chrono::seconds(600));
   EXPECT_EQ(r.exit_code, 1) << Describe(args, r);
-  const std::vector<std::string> lines = r.ErrLines();
+  // What this run says about its input (a busy machine's warning is about the machine:
+  // it may come too, and is tested in tune_latency_cli_test).
+  std::vector<std::string> lines;
+  for (const std::string& line : r.ErrLines())
+    if (line.find("warning: the machine looks busy") == std::string::npos) lines.push_back(line);
   ASSERT_EQ(lines.size(), 2u) << r.err;
   EXPECT_EQ(lines[0].rfind("seqto tune: warning: calibration data overlaps the evaluation data: 200 of its 10000 "
                            "samples are also evaluated",
