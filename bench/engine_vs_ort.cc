@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/parallel.h"
 #include "core/stats.h"
 #include "onnxio/model_io.h"
@@ -87,15 +88,6 @@ void PrintRow(const Row& r) {
   std::fflush(stdout);
 }
 
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 // A QDQ model: one with QuantizeLinear / DequantizeLinear nodes.
 bool IsQdq(const ir::Model& model) {
   return std::any_of(model.graph.nodes.begin(), model.graph.nodes.end(), [](const ir::Node& n) {
@@ -130,7 +122,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<int> batches = quick ? std::vector<int>{1} : std::vector<int>{1, 16};
   std::vector<int> thread_counts;
-  for (const std::string& t : Split(threads_list)) {
+  for (const std::string& t : bench::SplitList(threads_list)) {
     char* end = nullptr;
     const long v = std::strtol(t.c_str(), &end, 10);
     if (*end != '\0' || v < 1 || v > 1024) {
@@ -152,7 +144,7 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   bool failed = false;
-  for (const std::string& name : Split(models)) {
+  for (const std::string& name : bench::SplitList(models)) {
     const std::string path = (fs::path(models_dir) / (name + ".onnx")).string();
     auto model = onnxio::LoadModel(path);
     if (!model) {

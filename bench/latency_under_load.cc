@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/parallel.h"
 #include "core/stats.h"
 #include "onnxio/model_io.h"
@@ -113,15 +114,6 @@ std::string Fmt(double v, const char* suffix = "") {
 
 double Ratio(double a, double b) { return a > 0 && b > 0 ? a / b : -1; }
 
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 // Random input (uniform in [-1, 1], fixed seed) of batch 1 for every graph input.
 Expected<runtime::TensorMap> RandomInputs(const ir::Model& model, const std::string& path) {
   runtime::TensorMap inputs;
@@ -170,7 +162,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<int> thread_counts = {1};
-  for (const std::string& t : Split(threads_list)) {
+  for (const std::string& t : bench::SplitList(threads_list)) {
     char* end = nullptr;
     const long v = std::strtol(t.c_str(), &end, 10);
     if (*end != '\0' || v < 1 || !CheckThreads(v, "--threads").ok()) {
@@ -182,7 +174,7 @@ int main(int argc, char** argv) {
       thread_counts.push_back(static_cast<int>(v));
   }
   std::vector<std::pair<std::string, std::string>> model_paths;  // name, path
-  for (const std::string& name : Split(models))
+  for (const std::string& name : bench::SplitList(models))
     model_paths.push_back({name, (fs::path(models_dir) / (name + ".onnx")).string()});
   for (const std::string& path : extra_models) model_paths.push_back({fs::path(path).stem().string(), path});
   if (Status s = no_ort ? Status::Ok() : testing::OrtAvailable(); !s.ok()) {
