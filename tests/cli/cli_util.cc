@@ -191,4 +191,19 @@ std::string GrayPng(int w, int h, const unsigned char* pixels) {
   return std::string("\x89PNG\r\n\x1a\n", 8) + Chunk("IHDR", ihdr) + Chunk("IDAT", z) + Chunk("IEND", "");
 }
 
+nlohmann::json FashionResnetTuneConfig(const std::filesystem::path& out) {
+  const std::filesystem::path source = SEQTO_SOURCE_DIR, fashion = "/usr/share/datasets/fashion-mnist";
+  nlohmann::json c;
+  c["model"] = (source / "examples/fashion-mnist/resnet.onnx").string();
+  c["out"] = out.string();
+  c["data"]["eval"] = {{"path", (fashion / "t10k-images-idx3-ubyte.gz").string()},
+                       {"labels", (fashion / "t10k-labels-idx1-ubyte.gz").string()},
+                       {"samples", 300}};
+  c["data"]["calibration"] = {{"path", (fashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
+  c["data"]["ranking"] = {{"path", (fashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
+  c["data"]["preprocess"] = "scale=0.00392156862745098,mean=0.2860,std=0.3530";
+  c["data"]["batch_size"] = 50;
+  return c;
+}
+
 }  // namespace seqto::cli_test

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -64,5 +65,10 @@ std::string Describe(const std::vector<std::string>& args, const Result& r);
 // line on stderr, ending in a newline, that contains `marker` and each of `parts`.
 void ExpectUserError(const std::vector<std::string>& args, const std::vector<std::string>& parts,
                      const std::string& marker = "error");
+
+// The data part of a short but real tuning job the tune tests share: the bundled
+// Fashion-MNIST ResNet, 300 labelled test images, 64 calibration and 64 ranking images
+// from the training set, batches of 50. Tests add their search, latency and threads.
+nlohmann::json FashionResnetTuneConfig(const std::filesystem::path& out);
 
 }  // namespace seqto::cli_test

@@ -23,7 +23,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kSource = SEQTO_SOURCE_DIR;
-const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
 
 // Starts seqto with `args` in `dir`; stderr accumulates over the runs in one folder.
 pid_t SpawnTune(const std::vector<std::string>& args, const fs::path& dir) {
@@ -45,17 +44,8 @@ size_t CountCycles(const fs::path& run) {
 // images, up to 7 candidates; objectives without latency so the Pareto picks are
 // reproducible.
 json Config(const fs::path& out) {
-  json c;
-  c["model"] = (kSource / "examples/fashion-mnist/resnet.onnx").string();
-  c["out"] = out.string();
-  c["data"]["eval"] = {{"path", (kFashion / "t10k-images-idx3-ubyte.gz").string()},
-                       {"labels", (kFashion / "t10k-labels-idx1-ubyte.gz").string()},
-                       {"samples", 300}};
-  c["data"]["calibration"] = {{"path", (kFashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
-  c["data"]["ranking"] = {{"path", (kFashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
-  c["data"]["preprocess"] = "scale=0.00392156862745098,mean=0.2860,std=0.3530";
+  json c = FashionResnetTuneConfig(out);
   c["data"]["seed"] = 7;
-  c["data"]["batch_size"] = 50;
   c["quantization"] = {{"mode", "static"}, {"calibrate_method", "minmax"}};
   c["search"] = {{"strategy", "linear"}, {"threshold", -1}, {"max_candidates", 7}};
   c["objectives"] = {"accuracy_loss", "size_bytes"};

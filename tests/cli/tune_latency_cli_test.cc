@@ -24,20 +24,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kSource = SEQTO_SOURCE_DIR;
-const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
 
 // A short tuning job (ResNet, 300 test images, 4 candidates) with `threads` threads.
 json Config(const fs::path& out, int threads) {
-  json c;
-  c["model"] = (kSource / "examples/fashion-mnist/resnet.onnx").string();
-  c["out"] = out.string();
-  c["data"]["eval"] = {{"path", (kFashion / "t10k-images-idx3-ubyte.gz").string()},
-                       {"labels", (kFashion / "t10k-labels-idx1-ubyte.gz").string()},
-                       {"samples", 300}};
-  c["data"]["calibration"] = {{"path", (kFashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
-  c["data"]["ranking"] = {{"path", (kFashion / "train-images-idx3-ubyte.gz").string()}, {"samples", 64}};
-  c["data"]["preprocess"] = "scale=0.00392156862745098,mean=0.2860,std=0.3530";
-  c["data"]["batch_size"] = 50;
+  json c = FashionResnetTuneConfig(out);
   c["search"] = {{"strategy", "linear"}, {"threshold", -1}, {"max_candidates", 4}};
   c["latency"] = {{"runs", 20}, {"warmup", 2}};
   c["threads"] = threads;
