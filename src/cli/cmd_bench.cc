@@ -1,8 +1,11 @@
-// seqto bench MODEL [--batch B] [--threads T] [--runs R] [--shape NAME=DIMS] [--json F]:
-// latency of a model on random inputs of its declared shape.
+// seqto bench MODEL [--batch B] [--threads T] [--runs R] [--shape NAME=DIMS] [--json F] [--profile]:
+// latency of a model on random inputs of its declared shape; with --profile, where
+// the time goes (per op type and per node of the optimized graph).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -77,8 +80,59 @@ Expected<Tensor> RandomInput(const ir::ValueInfo& info, int batch, const std::ma
   return t;
 }
 
-int RunBench(const std::string& path, int batch, int threads, int runs, int warmup,
-             const std::vector<std::string>& shape_specs, const std::string& json_path) {
+struct BenchArgs {
+  std::string model;
+  int batch = 0, threads = 0, runs = 20, warmup = 3;
+  std::vector<std::string> shapes;
+  std::string json;
+  bool profile = false;
+};
+
+// Where a run's time goes: per op type (domain.op) and the slowest nodes, averaged
+// over the profiled runs. Printed, and returned for --json.
+nlohmann::json PrintProfile(const std::vector<runtime::Session::StepProfile>& steps, double run_ms) {
+  struct Total {
+    double ms = 0;
+    int nodes = 0;
+  };
+  std::map<std::string, Total> by_op;
+  double sum = 0;
+  nlohmann::json j;
+  j["nodes"] = nlohmann::json::array();
+  for (const auto& s : steps) {
+    const double ms = s.runs > 0 ? s.total_ms / static_cast<double>(s.runs) : 0.0;
+    const std::string op = (s.domain.empty() ? "" : s.domain + ".") + s.op_type;
+    by_op[op].ms += ms;
+    ++by_op[op].nodes;
+    sum += ms;
+    j["nodes"].push_back({{"name", s.name}, {"op", op}, {"ms", ms}});
+  }
+  std::vector<std::pair<std::string, Total>> ops(by_op.begin(), by_op.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::printf("profile: %.3f ms per run in %zu nodes (%.3f ms outside them)\n", sum, steps.size(),
+              std::max(0.0, run_ms - sum));
+  std::printf("  %-36s %6s %10s %7s\n", "op", "nodes", "ms/run", "share");
+  j["ops"] = nlohmann::json::array();
+  for (const auto& [op, t] : ops) {
+    std::printf("  %-36s %6d %10.3f %6.1f%%\n", op.c_str(), t.nodes, t.ms, sum > 0 ? 100 * t.ms / sum : 0.0);
+    j["ops"].push_back({{"op", op}, {"nodes", t.nodes}, {"ms", t.ms}});
+  }
+  std::vector<const runtime::Session::StepProfile*> slowest;
+  for (const auto& s : steps) slowest.push_back(&s);
+  std::sort(slowest.begin(), slowest.end(), [](auto* a, auto* b) { return a->total_ms > b->total_ms; });
+  slowest.resize(std::min<size_t>(slowest.size(), 15));
+  std::printf("  slowest nodes:\n");
+  for (const auto* s : slowest)
+    std::printf("  %-36s %-28s %10.3f\n", s->name.c_str(), s->op_type.c_str(),
+                s->runs > 0 ? s->total_ms / static_cast<double>(s->runs) : 0.0);
+  return j;
+}
+
+int RunBench(const BenchArgs& args) {
+  const std::string& path = args.model;
+  const int batch = args.batch, threads = args.threads, runs = args.runs, warmup = args.warmup;
+  const std::vector<std::string>& shape_specs = args.shapes;
+  const std::string& json_path = args.json;
   auto model = onnxio::LoadModel(path);
   if (!model) return ReportError("bench", model.error());
   if (Status s = RequireOutputs(*model, path); !s.ok()) return ReportError("bench", s.error());
@@ -134,8 +188,17 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
                  "seqto bench: warning: the machine looks busy: other processes used %.2f of its %d cores while "
                  "measuring with %d threads, so latencies may be inflated\n",
                  *other_cores, AvailableCores(), used_threads);
+  nlohmann::json profile;
+  if (args.profile) {  // separate runs: the timer calls must not touch the latency above
+    (*session)->EnableProfiling(true);
+    for (int i = 0; i < runs; ++i)
+      if (auto out = (*session)->Run(inputs); !out)
+        return ReportError("bench", std::move(out).WithContext(path).error());
+    profile = PrintProfile((*session)->Profile(), stats.mean);
+  }
   if (!json_path.empty()) {
     nlohmann::json j;
+    if (args.profile) j["profile"] = profile;
     j["model"] = path;
     j["runner"] = "engine";
     j["batch"] = used_batch;
@@ -156,22 +219,19 @@ int RunBench(const std::string& path, int batch, int threads, int runs, int warm
 
 void AddBenchCommand(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("bench", "Measure a model's latency on random inputs");
-  auto model = std::make_shared<std::string>();
-  auto batch = std::make_shared<int>(0);
-  auto threads = std::make_shared<int>(0);
-  auto runs = std::make_shared<int>(20);
-  auto warmup = std::make_shared<int>(3);
-  auto shapes = std::make_shared<std::vector<std::string>>();
-  auto json = std::make_shared<std::string>();
-  cmd->add_option("model", *model, "ONNX model file")->required();
-  cmd->add_option("--batch", *batch, "Batch size (first dimension of every input; default: the model's, or 1)")
+  auto args = std::make_shared<BenchArgs>();
+  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_option("--batch", args->batch, "Batch size (first dimension of every input; default: the model's, or 1)")
       ->check(CLI::Range(1, 1 << 30));
-  AddThreadsOption(*cmd, *threads);
-  cmd->add_option("--runs", *runs, "Timed runs")->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--warmup", *warmup, "Untimed runs first")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--shape", *shapes, "NAME=1x3x224x224: shape of an input with dynamic dimensions");
-  cmd->add_option("--json", *json, "Also write the results as JSON to this file");
-  cmd->callback([=, &exit_code] { exit_code = RunBench(*model, *batch, *threads, *runs, *warmup, *shapes, *json); });
+  AddThreadsOption(*cmd, args->threads);
+  cmd->add_option("--runs", args->runs, "Timed runs")->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--shape", args->shapes, "NAME=1x3x224x224: shape of an input with dynamic dimensions");
+  cmd->add_option("--json", args->json, "Also write the results as JSON to this file");
+  cmd->add_flag("--profile", args->profile,
+                "Also time every node of the optimized graph (separate runs) and print the time per op type and "
+                "the slowest nodes");
+  cmd->callback([=, &exit_code] { exit_code = RunBench(*args); });
 }
 
 }  // namespace seqto::cli

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <new>
 #include <stdexcept>
@@ -293,11 +294,16 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
   }
 
   std::vector<const Tensor*> ins;
-  for (Step& step : steps_) {
+  if (profiling_) ++profiled_runs_;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    Step& step = steps_[s];
     ins.clear();
     for (int id : step.inputs) ins.push_back(id >= 0 && values[id].defined() ? &values[id] : nullptr);
     Context ctx(pool_.get(), options_.max_tensor_bytes, ins, step.outputs, may_be_non_finite);
+    const auto start = profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (Status st = RunKernel(*step.kernel, ctx); !st.ok()) return std::move(st).WithContext(step.where);
+    if (profiling_)
+      step_ms_[s] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     auto where = [&] { return step.where; };
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       const int id = step.outputs[i];
@@ -323,6 +329,22 @@ Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks)
   TensorMap result;
   for (size_t i = 0; i < outputs_.size(); ++i) result[outputs_[i].name] = values[output_ids_[i]];
   return result;
+}
+
+void Session::EnableProfiling(bool on) {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  profiling_ = on;
+  step_ms_.assign(steps_.size(), 0.0);
+  profiled_runs_ = 0;
+}
+
+std::vector<Session::StepProfile> Session::Profile() const {
+  std::vector<StepProfile> profile;
+  for (size_t s = 0; s < steps_.size() && s < step_ms_.size(); ++s) {
+    const ir::Node& n = *steps_[s].node;
+    profile.push_back({n.name, n.domain, n.op_type, step_ms_[s], profiled_runs_});
+  }
+  return profile;
 }
 
 }  // namespace seqto::runtime

@@ -71,6 +71,18 @@ class Session {
   const std::vector<ir::ValueInfo>& outputs() const { return outputs_; }
   const SessionOptions& options() const { return options_; }
 
+  // Per-node timing (`seqto bench --profile`): after EnableProfiling(true), every
+  // Run adds each step's wall time to its entry. Steps are the optimized graph's
+  // nodes in execution order (internal ops included), so the profile shows what
+  // really ran: fused kernels, layout Transposes, float islands.
+  struct StepProfile {
+    std::string name, domain, op_type;
+    double total_ms = 0;
+    int64_t runs = 0;
+  };
+  void EnableProfiling(bool on);
+  std::vector<StepProfile> Profile() const;
+
  private:
   Session() = default;
   struct Step;
@@ -97,6 +109,9 @@ class Session {
   std::vector<Step> steps_;
   std::unique_ptr<BufferPool> pool_;
   std::mutex run_mutex_;
+  bool profiling_ = false;
+  std::vector<double> step_ms_;  // by step, while profiling
+  int64_t profiled_runs_ = 0;
 };
 
 }  // namespace seqto::runtime

@@ -249,5 +249,34 @@ TEST(Cli, BenchRunsARealModel) {
   EXPECT_FALSE(lat["busy"].get<bool>());
 }
 
+// --profile times every node of the optimized graph: the table names the op types
+// that ran, and the JSON's per-node times add up to no more than a run.
+TEST(Cli, BenchProfileShowsWhereTheTimeGoes) {
+  const fs::path dir = TempDir();
+  const std::string model = (kTestData / "node/test_qlinearconv/model.onnx").string();
+  const std::vector<std::string> args = {"bench",
+                                         model,
+                                         "--runs",
+                                         "3",
+                                         "--warmup",
+                                         "1",
+                                         "--threads",
+                                         "1",
+                                         "--profile",
+                                         "--json",
+                                         (dir / "bench.json").string()};
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  EXPECT_NE(r.out.find("profile: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("QLinearConv"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("slowest nodes"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(ReadFile(dir / "bench.json"));
+  ASSERT_TRUE(j.contains("profile")) << j.dump();
+  ASSERT_EQ(j["profile"]["nodes"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["profile"]["nodes"][0]["name"], "QLinearConv_0") << "unnamed nodes get generated names";
+  EXPECT_GE(j["profile"]["nodes"][0]["ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["profile"]["ops"][0]["nodes"], 1);
+}
+
 }  // namespace
 }  // namespace seqto
