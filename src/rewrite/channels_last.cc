@@ -14,7 +14,17 @@
 //     input (and of FusedConv's Sum) and writes an NHWC twin of its output;
 //   - an elementwise op whose data inputs all have NHWC twins (the others being
 //     scalars) runs on the twins too, as does com.seqto.QLinearGlobalAveragePool;
+//     per-tensor QuantizeLinear and DequantizeLinear are elementwise, so the float
+//     islands of a selectively quantized model (DQ -> float conv -> Q) stay inside
+//     the region instead of cutting it with Transposes;
+//   - pooling (MaxPool, AveragePool, their global forms) on a twin becomes the
+//     com.seqto op with channels_last = 1, and a Concat of twins along channels
+//     concatenates the twins along their last axis (fire modules, inception blocks);
 //   - a twin that does not exist yet is made by a Transpose to NHWC (once per value),
+//     or, for the output of a per-tensor 8-bit QuantizeLinear of a float32 value (an
+//     int8 model's input), by com.seqto.QuantizeLinear with to_channels_last = 1,
+//     which quantizes and changes the layout in one pass (the original Q goes when
+//     nothing else reads it),
 //     and a converted node's original output is kept, as a Transpose back to NCHW,
 //     only where something still reads it: a node that stayed channels-first, a graph
 //     output, or a value hooks must see.
@@ -54,10 +64,34 @@ bool IsConvertibleConv(const ir::Graph& g, const ir::Node& n) {
 // Ops that compute the same in any layout when every input is either in that
 // layout or a scalar: elementwise ops (numpy broadcasting of a scalar is layout-free).
 bool IsElementwise(const ir::Node& n) {
-  static const std::set<std::string> kOnnx = {
-      "Relu",     "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",  "Elu",   "Selu",
-      "Softplus", "Abs",       "Neg",  "Exp",     "Log",  "Sqrt",        "Reciprocal", "Floor", "Ceil",
-      "Round",    "Erf",       "Add",  "Sub",     "Mul",  "Div",         "Max",        "Min",   "QuantizeLinear"};
+  static const std::set<std::string> kOnnx = {"Relu",
+                                              "LeakyRelu",
+                                              "Clip",
+                                              "Sigmoid",
+                                              "Tanh",
+                                              "HardSigmoid",
+                                              "HardSwish",
+                                              "Elu",
+                                              "Selu",
+                                              "Softplus",
+                                              "Abs",
+                                              "Neg",
+                                              "Exp",
+                                              "Log",
+                                              "Sqrt",
+                                              "Reciprocal",
+                                              "Floor",
+                                              "Ceil",
+                                              "Round",
+                                              "Erf",
+                                              "Add",
+                                              "Sub",
+                                              "Mul",
+                                              "Div",
+                                              "Max",
+                                              "Min",
+                                              "QuantizeLinear",
+                                              "DequantizeLinear"};
   if (n.domain.empty()) return kOnnx.count(n.op_type) && !n.has_attr("broadcast");
   return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd");
 }
@@ -71,6 +105,8 @@ class ChannelsLastPass {
       for (const auto& v : n.outputs) value_names_.insert(v);
     }
     for (const auto& v : g.inputs) value_names_.insert(v.name);
+    for (const auto& n : g.nodes)
+      for (const auto& v : n.outputs) producers_[v] = &n;
     for (const auto& [name, t] : g.initializers) value_names_.insert(name);
     for (const auto& o : g.outputs) graph_outputs_.insert(o.name);
   }
@@ -82,6 +118,10 @@ class ChannelsLastPass {
         converted.push_back(ConvertConv(n));
       } else if (auto node = TryConvertElementwise(n)) {
         converted.push_back(std::move(*node));
+      } else if (auto pool = TryConvertPool(n)) {
+        converted.push_back(std::move(*pool));
+      } else if (auto concat = TryConvertConcat(n)) {
+        converted.push_back(std::move(*concat));
       }
     }
     GraphPatch patch;
@@ -98,6 +138,10 @@ class ChannelsLastPass {
     for (const auto& n : to_nhwc_) read.insert(n.inputs[0]);
     for (auto& n : converted) patch.ReplaceNode(std::move(n));
     for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
+    for (const ir::Node* q : replaced_quantizers_) {
+      const std::string& out = q->outputs[0];
+      if (!read.count(out) && !graph_outputs_.count(out) && !options_.keep_values.count(out)) patch.RemoveNode(q->name);
+    }
     for (const auto& [original, twin] : produced_) {
       if (!read.count(original) && !graph_outputs_.count(original) && !options_.keep_values.count(original)) continue;
       patch.AddNode(MakeTranspose(twin, original, kToNchw, original + "/to_nchw"));
@@ -174,6 +218,38 @@ class ChannelsLastPass {
     return n;
   }
 
+  // A 2-D pooling of a twin (without MaxPool's Indices): the com.seqto op with
+  // channels_last = 1 on the twin.
+  std::optional<ir::Node> TryConvertPool(const ir::Node& node) {
+    static const std::set<std::string> kPools = {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"};
+    if (!node.domain.empty() || !kPools.count(node.op_type) || node.inputs.size() != 1) return std::nullopt;
+    if (node.outputs.empty() || (node.outputs.size() > 1 && !node.outputs[1].empty())) return std::nullopt;
+    if (!twins_.count(node.inputs[0])) return std::nullopt;
+    ir::Node n = node;
+    n.domain = "com.seqto";
+    n.outputs.resize(1);
+    n.inputs[0] = twins_.at(node.inputs[0]);
+    SetChannelsLast(n);
+    RedirectOutput(n);
+    return n;
+  }
+
+  // A Concat of twins along the channels (axis 1 of NCHW) is a Concat of the twins
+  // along their last axis.
+  std::optional<ir::Node> TryConvertConcat(const ir::Node& node) {
+    if (!node.domain.empty() || node.op_type != "Concat" || node.outputs.size() != 1 || node.inputs.empty())
+      return std::nullopt;
+    auto axis = node.attr_int("axis", 0);
+    if (!axis || !node.has_attr("axis") || (*axis != 1 && *axis != -3)) return std::nullopt;
+    for (const auto& v : node.inputs)
+      if (v.empty() || !twins_.count(v)) return std::nullopt;
+    ir::Node n = node;
+    for (auto& v : n.inputs) v = twins_.at(v);
+    n.attributes["axis"].i = 3;
+    RedirectOutput(n);
+    return n;
+  }
+
   static void SetChannelsLast(ir::Node& n) {
     ir::Attribute& a = n.attributes["channels_last"];
     a.type = ir::Attribute::Type::kInt;
@@ -196,9 +272,48 @@ class ChannelsLastPass {
     auto it = twins_.find(value);
     if (it != twins_.end()) return it->second;
     const std::string twin = FreshValue(value + "/nhwc");
-    to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc, reader + "/input_to_nhwc"));
+    if (const ir::Node* q = QuantizerOfFloat(value)) {
+      ir::Node n = *q;
+      n.name = FreshNode(reader + "/input_to_nhwc");
+      n.domain = "com.seqto";
+      n.outputs = {twin};
+      ir::Attribute& a = n.attributes["to_channels_last"];
+      a.type = ir::Attribute::Type::kInt;
+      a.i = 1;
+      to_nhwc_.push_back(std::move(n));
+      replaced_quantizers_.push_back(q);
+    } else {
+      to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc, reader + "/input_to_nhwc"));
+    }
     twins_[value] = twin;
     return twin;
+  }
+
+  // The QuantizeLinear producing `value` when it can write the twin itself: per
+  // tensor (constant scalar scale, 8-bit zero point or none), from a float32 value of
+  // rank 4 the graph declares.
+  const ir::Node* QuantizerOfFloat(const std::string& value) const {
+    auto p = producers_.find(value);
+    if (p == producers_.end()) return nullptr;
+    const ir::Node& q = *p->second;
+    if (!q.domain.empty() || q.op_type != "QuantizeLinear" || q.outputs.size() != 1 || q.inputs.size() < 2)
+      return nullptr;
+    if (q.has_attr("output_dtype") || q.has_attr("block_size")) return nullptr;
+    auto scale = g_.initializers.find(q.inputs[1]);
+    if (scale == g_.initializers.end() || scale->second.numel() != 1 || scale->second.dtype() != DType::kFloat32)
+      return nullptr;
+    if (q.inputs.size() > 2 && !q.inputs[2].empty()) {
+      auto zp = g_.initializers.find(q.inputs[2]);
+      if (zp == g_.initializers.end() || zp->second.numel() != 1 ||
+          (zp->second.dtype() != DType::kUInt8 && zp->second.dtype() != DType::kInt8))
+        return nullptr;
+    }
+    const ir::ValueInfo* x = nullptr;
+    for (const auto* infos : {&g_.inputs, &g_.value_infos})
+      for (const auto& info : *infos)
+        if (info.name == q.inputs[0]) x = &info;
+    if (!x || x->dtype != DType::kFloat32 || !x->shape || x->shape->size() != 4) return nullptr;
+    return &q;
   }
 
   ir::Node MakeTranspose(const std::string& from, const std::string& to, const std::vector<int64_t>& perm,
@@ -228,7 +343,9 @@ class ChannelsLastPass {
   std::set<std::string> node_names_, value_names_, graph_outputs_;
   std::map<std::string, std::string> twins_;                   // NCHW value -> its NHWC twin
   std::vector<std::pair<std::string, std::string>> produced_;  // (original output, twin) of converted nodes
-  std::vector<ir::Node> to_nhwc_;                              // Transposes that make twins
+  std::vector<ir::Node> to_nhwc_;                              // Transposes (or quantizers) that make twins
+  std::map<std::string, const ir::Node*> producers_;           // value -> the node writing it
+  std::vector<const ir::Node*> replaced_quantizers_;           // QuantizeLinears whose twin writes itself
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include "onnxio/model_io.h"
 #include "quantized_examples.h"
 #include "rewrite/passes.h"
 #include "runtime/session.h"
@@ -101,7 +102,8 @@ TEST(ChannelsLast, ConvChainLeavesTransposesOnlyAtTheBorders) {
   ir::Graph g = m.graph;
   ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
   const auto ops = OpCounts(g);
-  // x to NHWC; back to NCHW for the graph output r and for GlobalAveragePool.
+  // x to NHWC; back to NCHW for the graph output r and for the Flatten after the
+  // (channels-last) GlobalAveragePool.
   EXPECT_EQ(ops.at("Transpose"), 3);
   EXPECT_EQ(ops.at("FusedConv"), 4);
   for (const auto& n : g.nodes) {
@@ -109,12 +111,13 @@ TEST(ChannelsLast, ConvChainLeavesTransposesOnlyAtTheBorders) {
       EXPECT_TRUE(n.has_attr("channels_last")) << n.name;
     }
   }
-  // Mul and Sigmoid ran on the NHWC twins: GlobalAveragePool reads Sigmoid's output
-  // through the one Transpose back.
+  // Mul, Sigmoid and GlobalAveragePool ran on the NHWC twins: Sigmoid's NCHW output
+  // is no longer computed, the pooled one is (the Flatten reads it).
   // Every original value that is still computed keeps its name.
   std::set<std::string> produced;
   for (const auto& n : g.nodes) produced.insert(n.outputs.begin(), n.outputs.end());
-  for (const char* v : {"r", "sg", "y"}) EXPECT_TRUE(produced.count(v)) << v;
+  for (const char* v : {"r", "gp", "y"}) EXPECT_TRUE(produced.count(v)) << v;
+  EXPECT_FALSE(produced.count("sg"));
 }
 
 TEST(ChannelsLast, ComputesWhatThePlainGraphDoes) {
@@ -256,9 +259,14 @@ TEST(ChannelsLast, QuantizedExamplesRunChannelsLast) {
     }
     EXPECT_GT(convs, 0);
     EXPECT_EQ(nhwc_convs, convs);
-    // One after the input's QuantizeLinear, one after the pooling ([N, 1, 1, C]: a
-    // free reshape).
-    EXPECT_EQ(transposes, 2);
+    // The input's QuantizeLinear writes channels-last itself; one Transpose after the
+    // pooling ([N, 1, 1, C]: a free reshape).
+    EXPECT_EQ(transposes, 1);
+    EXPECT_EQ(OpCounts(g).count("QuantizeLinear"), 1u);
+    for (const auto& n : g.nodes)
+      if (n.op_type == "QuantizeLinear") {
+        EXPECT_TRUE(n.domain == "com.seqto" && n.has_attr("to_channels_last"));
+      }
 
     const std::string input = qdq.graph.inputs.at(0).name;
     const TensorMap feeds{{input, *x}};
@@ -350,6 +358,237 @@ TEST(ChannelsLast, FusedConvActivationsKeepNaNFromAWeight) {
   const auto got = RunModel(m, fused, feeds).at("r").ToDoubles();
   ASSERT_EQ(want.size(), got.size());
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(std::isnan(want[i]), std::isnan(got[i])) << "r at " << i;
+}
+
+// SqueezeNet's fire modules: conv -> Relu -> MaxPool (3x3, stride 2, ceil_mode) ->
+// squeeze 1x1 -> Relu -> [expand 1x1 -> Relu, expand 3x3 -> Relu] -> Concat on
+// channels -> AveragePool 2x2 -> conv 1x1 -> GlobalAveragePool -> Flatten = y.
+ir::Model FireModel(std::mt19937& rng) {
+  ir::Model m;
+  m.opsets[""] = 13;
+  auto& g = m.graph;
+  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {17}, {15}}});
+  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+  auto conv = [&](const std::string& name, const std::string& in, Shape w_shape, int64_t pad) {
+    g.initializers[name + ".w"] = RandomTensor(w_shape, rng, -0.5f, 0.5f);
+    g.initializers[name + ".b"] = RandomTensor({w_shape[0]}, rng);
+    ir::Node n = MakeNode(name, "Conv", {in, name + ".w", name + ".b"}, {name + ".out"});
+    n.attributes["pads"] = Ints({pad, pad, pad, pad});
+    g.nodes.push_back(n);
+    g.nodes.push_back(MakeNode(name + ".relu", "Relu", {name + ".out"}, {name + ".act"}));
+    return name + ".act";
+  };
+  const std::string stem = conv("stem", "x", {8, 3, 3, 3}, 1);
+  ir::Node pool = MakeNode("pool", "MaxPool", {stem}, {"pooled"});
+  pool.attributes["kernel_shape"] = Ints({3, 3});
+  pool.attributes["strides"] = Ints({2, 2});
+  pool.attributes["ceil_mode"] = testing::Int(1);
+  g.nodes.push_back(pool);
+  const std::string squeeze = conv("squeeze", "pooled", {4, 8, 1, 1}, 0);
+  const std::string e1 = conv("expand1", squeeze, {6, 4, 1, 1}, 0);
+  const std::string e3 = conv("expand3", squeeze, {5, 4, 3, 3}, 1);
+  ir::Node cat = MakeNode("concat", "Concat", {e1, e3}, {"fire"});
+  cat.attributes["axis"] = testing::Int(1);
+  g.nodes.push_back(cat);
+  ir::Node avg = MakeNode("avg", "AveragePool", {"fire"}, {"avg.out"});
+  avg.attributes["kernel_shape"] = Ints({2, 2});
+  avg.attributes["strides"] = Ints({2, 2});
+  g.nodes.push_back(avg);
+  const std::string head = conv("head", "avg.out", {7, 11, 1, 1}, 0);
+  g.nodes.push_back(MakeNode("gap", "GlobalAveragePool", {head}, {"gp"}));
+  g.nodes.push_back(MakeNode("flatten", "Flatten", {"gp"}, {"y"}));
+  return m;
+}
+
+int Count(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+// Pools and the Concat of a fire module join the channels-last region: Transposes
+// are left only after the input and before the Flatten.
+TEST(ChannelsLast, FireModulesPoolAndConcatChannelsLast) {
+  std::mt19937 rng(8);
+  const ir::Model m = FireModel(rng);
+  ir::Graph g = m.graph;
+  ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+  EXPECT_EQ(Count(g, "Transpose"), 2);
+  for (const auto& n : g.nodes)
+    if (n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool") {
+      EXPECT_EQ(n.domain, "com.seqto") << n.name;
+      EXPECT_TRUE(n.has_attr("channels_last")) << n.name;
+    }
+  for (const auto& n : g.nodes)
+    if (n.op_type == "Concat") {
+      EXPECT_EQ(n.attr_int("axis", 0).value(), 3);
+    }
+  for (int64_t batch : {1, 2}) {
+    const TensorMap feeds{{"x", RandomTensor({batch, 3, 17, 15}, rng)}};
+    const TensorMap want = RunModel(m, Plain(), feeds);
+    for (bool reference : {false, true}) {
+      SessionOptions o;
+      o.reference_only = reference;
+      ExpectClose(want.at("y"), RunModel(m, o, feeds).at("y"), reference ? "y (reference)" : "y (fast)");
+    }
+  }
+}
+
+// Float and int8 pools on channels-last data compute what the channels-first ops do,
+// with every window geometry the ops allow (ceil_mode, pads, dilations, strides).
+TEST(ChannelsLast, PoolKernelsMatchTheChannelsFirstOps) {
+  std::mt19937 rng(9);
+  struct Case {
+    std::string op;
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil_mode;
+  };
+  const std::vector<Case> cases = {{"MaxPool", {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+                                   {"MaxPool", {2, 3}, {1, 2}, {1, 0, 1, 1}, {2, 1}, 0},
+                                   {"AveragePool", {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+                                   {"GlobalAveragePool", {}, {}, {}, {}, 0},
+                                   {"GlobalMaxPool", {}, {}, {}, {}, 0}};
+  for (const auto& c : cases)
+    for (DType dtype : {DType::kFloat32, DType::kUInt8, DType::kInt8}) {
+      if (dtype != DType::kFloat32 && c.op.find("Max") == std::string::npos) continue;  // 8-bit: max only
+      SCOPED_TRACE(c.op + " " + DTypeName(dtype));
+      ir::Model m;
+      m.opsets[""] = 13;
+      m.graph.inputs.push_back({"x", dtype, std::vector<ir::Dim>{{-1, "N"}, {6}, {11}, {9}}});
+      m.graph.outputs.push_back({"y", dtype, std::nullopt});
+      ir::Node n = MakeNode("pool", c.op, {"x"}, {"y"});
+      if (!c.kernel.empty()) {
+        n.attributes["kernel_shape"] = Ints(c.kernel);
+        n.attributes["strides"] = Ints(c.strides);
+        n.attributes["pads"] = Ints(c.pads);
+        if (c.op == "MaxPool") n.attributes["dilations"] = Ints(c.dilations);
+        n.attributes["ceil_mode"] = testing::Int(c.ceil_mode);
+      }
+      m.graph.nodes.push_back(n);
+      // The same op, channels-last, between two Transposes.
+      ir::Model last = m;
+      last.opsets["com.seqto"] = 1;
+      last.graph.nodes.clear();
+      ir::Node to = MakeNode("to", "Transpose", {"x"}, {"x_nhwc"});
+      to.attributes["perm"] = Ints({0, 2, 3, 1});
+      ir::Node pl = n;
+      pl.domain = "com.seqto";
+      pl.inputs = {"x_nhwc"};
+      pl.outputs = {"y_nhwc"};
+      pl.attributes["channels_last"] = testing::Int(1);
+      ir::Node back = MakeNode("back", "Transpose", {"y_nhwc"}, {"y"});
+      back.attributes["perm"] = Ints({0, 3, 1, 2});
+      last.graph.nodes = {to, pl, back};
+      Tensor x = RandomTensor({2, 6, 11, 9}, rng, -100.f, 100.f);
+      if (dtype != DType::kFloat32) {
+        Tensor q(dtype, x.shape());
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const float v = x.data<float>()[i];
+          if (dtype == DType::kUInt8)
+            q.data<uint8_t>()[i] = static_cast<uint8_t>(v + 128.f);
+          else
+            q.data<int8_t>()[i] = static_cast<int8_t>(v);
+        }
+        x = q;
+      }
+      const TensorMap feeds{{"x", x}};
+      SessionOptions plain;
+      plain.optimize = false;
+      plain.reference_only = true;
+      const Tensor want = RunModel(m, plain, feeds).at("y");
+      for (bool reference : {false, true}) {
+        SessionOptions o;
+        o.optimize = false;
+        o.reference_only = reference;
+        const Tensor got = RunModel(last, o, feeds).at("y");
+        if (dtype == DType::kFloat32)
+          ExpectClose(want, got, reference ? "reference" : "fast");
+        else
+          EXPECT_EQ(want.ToDoubles(), got.ToDoubles()) << (reference ? "reference" : "fast");
+      }
+    }
+}
+
+// A selectively quantized CNN: groups left in float between int8 regions. The float
+// islands (DequantizeLinear -> float conv -> QuantizeLinear) stay inside the
+// channels-last region (no Transposes around them), and the result is what the
+// channels-first graph computes.
+TEST(ChannelsLast, FloatIslandsStayInsideTheInt8Region) {
+  auto x = testing::ExampleSampleInput();
+  ASSERT_TRUE(x.ok()) << x.error().message;
+  for (const std::string name : {"resnet", "mobilenetv2"}) {
+    SCOPED_TRACE(name);
+    auto model = onnxio::LoadModel(std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/" + name + ".onnx");
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto mixed = testing::QuantizeForTest(*model, *x, {1, 3, 4});
+    ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+    ir::Graph g = mixed->graph;
+    ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+    int float_convs = 0;
+    for (const auto& n : g.nodes)
+      if (n.op_type == "FusedConv") {
+        ++float_convs;
+        EXPECT_TRUE(n.has_attr("channels_last")) << n.name;
+      }
+    EXPECT_GE(float_convs, 3);
+    EXPECT_EQ(Count(g, "Transpose"), 1) << "only the pooled tail leaves the region";
+    const TensorMap feeds{{mixed->graph.inputs.at(0).name, *x}};
+    for (bool reference : {true, false}) {
+      SCOPED_TRACE(reference ? "exact paths" : "oneDNN paths");
+      SessionOptions first, last;
+      first.channels_last = false;
+      first.reference_only = last.reference_only = reference;
+      const auto a = RunModel(*mixed, first, feeds).begin()->second.ToDoubles();
+      const auto b = RunModel(*mixed, last, feeds).begin()->second.ToDoubles();
+      ASSERT_EQ(a.size(), b.size());
+      const double quantum = testing::SmallestGap(a);
+      double max_diff = 0;
+      for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+      // Float convs in another layout sum in another order: a float difference can
+      // move a value across a rounding boundary of the next quantization.
+      EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;
+    }
+  }
+}
+
+// The input's QuantizeLinear writing channels-last equals QuantizeLinear and a
+// Transpose, bit for bit, on the fast and the reference path.
+TEST(ChannelsLast, QuantizeToChannelsLastEqualsQuantizeThenTranspose) {
+  std::mt19937 rng(10);
+  for (DType type : {DType::kUInt8, DType::kInt8}) {
+    ir::Model m;
+    m.opsets[""] = 13;
+    m.opsets["com.seqto"] = 1;
+    m.graph.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {13}, {70}}});
+    m.graph.outputs.push_back({"y", type, std::nullopt});
+    m.graph.initializers["s"] = Tensor::Scalar<float>(0.031f);
+    Tensor zp(type, {});
+    if (type == DType::kUInt8) zp.data<uint8_t>()[0] = 117;
+    m.graph.initializers["zp"] = zp;
+    ir::Model fused = m;
+    ir::Node q = MakeNode("q", "QuantizeLinear", {"x", "s", "zp"}, {"q"});
+    ir::Node t = MakeNode("t", "Transpose", {"q"}, {"y"});
+    t.attributes["perm"] = Ints({0, 2, 3, 1});
+    m.graph.nodes = {q, t};
+    ir::Node f = MakeNode("f", "QuantizeLinear", {"x", "s", "zp"}, {"y"});
+    f.domain = "com.seqto";
+    f.attributes["to_channels_last"] = testing::Int(1);
+    fused.graph.nodes = {f};
+    Tensor x = RandomTensor({2, 3, 13, 70}, rng, -5.f, 5.f);
+    x.data<float>()[5] = std::nanf("");
+    x.data<float>()[6] = 0.031f * 2.5f;  // a tie
+    const TensorMap feeds{{"x", x}};
+    SessionOptions plain;
+    plain.optimize = false;
+    const auto want = RunModel(m, plain, feeds).at("y");
+    for (bool reference : {false, true}) {
+      SessionOptions o = plain;
+      o.reference_only = reference;
+      const auto got = RunModel(fused, o, feeds).at("y");
+      EXPECT_EQ(want.shape(), got.shape());
+      EXPECT_EQ(want.ToDoubles(), got.ToDoubles()) << DTypeName(type) << (reference ? " reference" : " fast");
+    }
+  }
 }
 
 }  // namespace

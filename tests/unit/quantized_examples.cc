@@ -17,6 +17,10 @@ Expected<Tensor> ExampleSampleInput() { return ReadNpy(ExampleDir() + "sample_in
 
 Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x) {
   SEQTO_ASSIGN_OR_RETURN(ir::Model model, onnxio::LoadModel(ExampleDir() + name + ".onnx"));
+  return QuantizeForTest(model, x);
+}
+
+Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x, const std::set<size_t>& excluded_orders) {
   quant::QuantOptions qo;
   qo.per_channel = true;
   SEQTO_ASSIGN_OR_RETURN(ir::Model prepared, quant::QuantPlan::Prepare(model));
@@ -33,7 +37,10 @@ Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x) {
                                          qo.calibration_options));
   SEQTO_ASSIGN_OR_RETURN(auto ranges, stats.Ranges(qo.calibration));
   SEQTO_ASSIGN_OR_RETURN(auto plan, quant::QuantPlan::Create(prepared, qo, &ranges));
-  return plan.Materialize();
+  std::set<std::string> excluded;
+  for (size_t i = 0; i < plan.groups().size(); ++i)
+    if (excluded_orders.count(i)) excluded.insert(plan.groups()[i].name);
+  return plan.Materialize(excluded);
 }
 
 double SmallestGap(std::vector<double> values) {

@@ -3,6 +3,7 @@
 // sample images.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ Expected<Tensor> ExampleSampleInput();
 // examples/fashion-mnist/<name>.onnx ("resnet", "mobilenetv2") as a QDQ model,
 // calibrated on `x`.
 Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x);
+// `model` (one input) quantized the same way, calibrated on `x`, with the groups
+// whose order (position in the plan) is in `excluded_orders` left in float: a
+// selectively quantized model with float islands between int8 regions.
+Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x,
+                                    const std::set<size_t>& excluded_orders = {});
 // The smallest non-zero gap between two of `values` (the quantum of dequantized
 // 8-bit logits).
 double SmallestGap(std::vector<double> values);

@@ -7,6 +7,12 @@
 // by the reference only.
 // AveragePool's divisor follows ONNX Runtime: with count_include_pad, the taps inside
 // the padded input (not the extra windows ceil_mode adds past pad_end).
+// com.seqto.{MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool} with
+// channels_last = 1 (set by the layout pass, rewrite/channels_last.cc) are the same
+// ops on N x D1..Dk x C tensors, so that pooling between convs needs no layout
+// conversion (SqueezeNet's and ResNet's MaxPools, the pools of squeeze-excitation
+// blocks). Fast: oneDNN pooling on the channels-last memory (float32, and 8-bit max
+// pooling, exact); reference: the plain loops on a channels-first copy.
 #include <algorithm>
 #include <limits>
 
@@ -31,6 +37,7 @@ struct PoolAttrs {
   du::WindowAttrs window;
   bool count_include_pad = false;
   bool column_major_indices = false;  // MaxPool's storage_order = 1
+  bool channels_last = false;         // X and Y are N x D1..Dk x C (com.seqto only)
 };
 
 struct PoolGeometry {
@@ -181,6 +188,7 @@ class PoolKernel final : public Kernel {
   PoolKernel(PoolAttrs attrs, bool reference_only) : a_(std::move(attrs)), reference_only_(reference_only) {}
 
   Status Run(KernelContext& ctx) override {
+    if (a_.channels_last) return RunChannelsLast(ctx);
     const Tensor& x = ctx.input(0);
     SEQTO_ASSIGN_OR_RETURN(PoolGeometry g, ResolvePool(a_, x.shape()));
     Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
@@ -207,6 +215,41 @@ class PoolKernel final : public Kernel {
       MaxPool8Bit(g, x.data<int8_t>(), y.data<int8_t>());
       return Status::Ok();
     }
+    return RunReference(g, x, y, indices);
+  }
+
+ private:
+  // Channels-last X (N x D1..Dk x C): oneDNN reads it as it is; the reference runs
+  // on a channels-first copy.
+  Status RunChannelsLast(KernelContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    if (x.rank() < 3 || x.rank() > 5)
+      return InputError(
+          0, "X has shape " + ShapeToString(x.shape()) + ", expected rank 3 to 5 (N x 1-3 spatial dims x C)");
+    const Shape x_cf = ChannelsFirstShape(x.shape());
+    SEQTO_ASSIGN_OR_RETURN(PoolGeometry g, ResolvePool(a_, x_cf));
+    if (ctx.wants_output(1)) return UserError("a channels-last pool has no Indices output");
+    Tensor& y = ctx.Allocate(0, x.dtype(), ChannelsLastShape(g.y_shape));
+    if (y.numel() == 0) return Status::Ok();
+    const bool fast_type =
+        x.dtype() == DType::kFloat32 || (IsMax(a_.kind) && (x.dtype() == DType::kUInt8 || x.dtype() == DType::kInt8));
+    if (fast_type && !reference_only_) {
+      auto plan = plans_.Get(du::ShapeKey({&x.shape()}), [&] { return MakePlan(g, x_cf, x.dtype(), true); });
+      if (plan)
+        return du::Guard("pooling", [&] {
+          plan->prim.execute(du::Stream(), {{DNNL_ARG_SRC, du::Wrap(plan->src, x.raw())},
+                                            {DNNL_ARG_DST, du::Wrap(plan->dst, y.raw())}});
+          du::Stream().wait();
+        });
+    }
+    const Tensor x_first = ToChannelsFirst(x);
+    Tensor y_first(x.dtype(), g.y_shape);
+    SEQTO_RETURN_IF_ERROR(RunReference(g, x_first, y_first, nullptr));
+    CopyToChannelsLast(y_first, y);
+    return Status::Ok();
+  }
+
+  Status RunReference(const PoolGeometry& g, const Tensor& x, Tensor& y, int64_t* indices) {
     switch (x.dtype()) {
       case DType::kFloat32:
         PoolReference(a_, g, x.data<float>(), y.data<float>(), indices);
@@ -228,8 +271,9 @@ class PoolKernel final : public Kernel {
     return Status::Ok();
   }
 
- private:
-  std::shared_ptr<PoolPlan> MakePlan(const PoolGeometry& g, const Shape& x) {
+  // x: the channels-first shape (oneDNN counts dims N, C, spatial whatever the layout).
+  std::shared_ptr<PoolPlan> MakePlan(const PoolGeometry& g, const Shape& x, DType dtype = DType::kFloat32,
+                                     bool channels_last = false) {
     memory::dims strides, kernel, dilations, pad_l, pad_r;
     bool past_pad_end = false;
     for (const auto& d : g.dims) {
@@ -252,8 +296,12 @@ class PoolKernel final : public Kernel {
     }
     try {
       auto plan = std::make_shared<PoolPlan>();
-      plan->src = du::PlainDesc(x);
-      plan->dst = du::PlainDesc(g.y_shape);
+      const memory::data_type dt = dtype == DType::kUInt8  ? memory::data_type::u8
+                                   : dtype == DType::kInt8 ? memory::data_type::s8
+                                                           : memory::data_type::f32;
+      const du::Layout layout = channels_last ? du::Layout::kNhwc : du::Layout::kPlain;
+      plan->src = du::ActivationDesc(x, layout, dt);
+      plan->dst = du::ActivationDesc(g.y_shape, layout, dt);
       dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, plan->src, plan->dst, strides,
                                           kernel, dilations, pad_l, pad_r);
       plan->prim = dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(desc, du::Engine()));
@@ -272,6 +320,10 @@ KernelFactory PoolFactory(PoolKind kind) {
   return [kind](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
     PoolAttrs a;
     a.kind = kind;
+    if (init.node.domain == "com.seqto") {
+      SEQTO_ASSIGN_OR_RETURN(int64_t channels_last, init.node.attr_int("channels_last", 0));
+      a.channels_last = channels_last != 0;
+    }
     if (!IsGlobal(kind)) {
       SEQTO_ASSIGN_OR_RETURN(a.window, du::ParseWindowAttrs(init.node, /*with_ceil_mode=*/true));
       if (a.window.kernel_shape.empty()) return UserError("attribute 'kernel_shape' is required");
@@ -298,6 +350,11 @@ void RegisterPool(OpRegistry& r) {
   r.Register({"AveragePool", "", 1, PoolFactory(PoolKind::kAverage)});
   r.Register({"GlobalMaxPool", "", 1, PoolFactory(PoolKind::kGlobalMax)});
   r.Register({"GlobalAveragePool", "", 1, PoolFactory(PoolKind::kGlobalAverage)});
+  // The layout pass's channels-last versions (attribute channels_last).
+  r.Register({"MaxPool", "com.seqto", 1, PoolFactory(PoolKind::kMax)});
+  r.Register({"AveragePool", "com.seqto", 1, PoolFactory(PoolKind::kAverage)});
+  r.Register({"GlobalMaxPool", "com.seqto", 1, PoolFactory(PoolKind::kGlobalMax)});
+  r.Register({"GlobalAveragePool", "com.seqto", 1, PoolFactory(PoolKind::kGlobalAverage)});
 }
 
 }  // namespace seqto::ops

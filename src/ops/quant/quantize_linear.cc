@@ -9,6 +9,13 @@
 //                     int16, int32; y: x_scale's type (float32, float16, bfloat16).
 // As in ONNX Runtime, the division and the product are in float32, and
 // (x - x_zero_point) is an exact integer before it is converted.
+// com.seqto.QuantizeLinear with to_channels_last = 1 (made by the layout pass,
+// rewrite/channels_last.cc) quantizes an N x C x D1..Dk float32 tensor per tensor
+// and writes it as N x D1..Dk x C: the border of an int8 channels-last region
+// (typically the model input) in one pass instead of a quantization and a
+// Transpose. Same values as QuantizeLinear followed by that Transpose.
+#include <algorithm>
+
 #include "ops/quant/quant_util.h"
 #include "ops/registry.h"
 #include "ops/util.h"
@@ -24,6 +31,7 @@ struct QdqAttrs {
   int64_t axis = 1;
   int64_t opset = 13;
   DType output_dtype = DType::kUndefined;  // QuantizeLinear-21's output_dtype (used without a zero point)
+  bool to_channels_last = false;           // com.seqto: Y is X's quantization as N x D1..Dk x C
 };
 
 Expected<QdqAttrs> ParseQdqAttrs(const KernelInit& init) {
@@ -34,6 +42,11 @@ Expected<QdqAttrs> ParseQdqAttrs(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(int64_t block_size, init.node.attr_int("block_size", 0));
   if (block_size != 0) return UserError("attribute 'block_size' is not supported (blocked quantization)");
   SEQTO_ASSIGN_OR_RETURN(int64_t output_dtype, init.node.attr_int("output_dtype", 0));
+  if (init.node.domain == "com.seqto") {
+    a.opset = 13;
+    SEQTO_ASSIGN_OR_RETURN(int64_t to_channels_last, init.node.attr_int("to_channels_last", 0));
+    a.to_channels_last = to_channels_last != 0;
+  }
   a.output_dtype = static_cast<DType>(output_dtype);
   if (output_dtype != 0 && !quant::IsQuantType(a.output_dtype))
     return UserError("attribute 'output_dtype' is " + std::to_string(output_dtype) +
@@ -95,9 +108,37 @@ void QuantizeKernel(const QdqParams& p, const X* x, Q* y, int64_t n) {
       const int32_t zp = p.zero_points[a];
       const quant::ClampBounds bounds(range, zp);
       const float lo = bounds.lo, hi = bounds.hi;
+      // Local restrict pointers: a store through Q* (a char type) may alias the
+      // captured pointers themselves, which would keep the loop scalar.
+      const X* __restrict in = x;
+      Q* __restrict out = y;
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) y[i] = static_cast<Q>(quant::QuantizeClamped(ToFloat(x[i]) / s, lo, hi, zp));
+      for (int64_t i = b; i < e; ++i) out[i] = static_cast<Q>(quant::QuantizeClamped(ToFloat(in[i]) / s, lo, hi, zp));
     });
+  });
+}
+
+// Per-tensor quantization of float32 N x C x P (P: the spatial positions) written as
+// N x P x C. Blocks of positions keep the strided writes within a few cache lines.
+template <typename Q>
+void QuantizeToChannelsLastKernel(float s, int32_t zp, const float* x, Q* y, int64_t batch, int64_t channels,
+                                  int64_t plane) {
+  constexpr int64_t kBlock = 64;
+  const quant::ClampBounds bounds(quant::RangeOf(DTypeOf<Q>()), zp);
+  const float lo = bounds.lo, hi = bounds.hi;
+  const int64_t blocks = (plane + kBlock - 1) / kBlock;
+  ParallelFor(batch * blocks, kBlock * channels * 4, [&](int64_t begin, int64_t end) {
+    Q tile[kBlock];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / blocks, p0 = item % blocks * kBlock, len = std::min(kBlock, plane - p0);
+      Q* out = y + (n * plane + p0) * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float* in = x + (n * channels + c) * plane + p0;
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) tile[i] = static_cast<Q>(quant::QuantizeClamped(in[i] / s, lo, hi, zp));
+        for (int64_t i = 0; i < len; ++i) out[i * channels + c] = tile[i];
+      }
+    }
   });
 }
 
@@ -166,9 +207,36 @@ bool VisitRealType(DType t, bool with_int32, F&& f) {
   }
 }
 
+// com.seqto.QuantizeLinear with to_channels_last: float32 X, 8-bit Y, per tensor.
+Status QuantizeToChannelsLast(KernelContext& ctx, const QdqParams& p, DType q_type, bool reference_only) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::kFloat32) return DTypeError(0, x.dtype(), "float32");
+  if (x.rank() < 3) return InputError(0, "X has shape " + ShapeToString(x.shape()) + ", expected N x C x spatial");
+  if (p.layout.per_axis || !quant::Is8Bit(q_type))
+    return UserError("to_channels_last needs per-tensor 8-bit quantization");
+  Tensor& y = ctx.Allocate(0, q_type, ChannelsLastShape(x.shape()));
+  if (reference_only) {  // QuantizeLinear, then the layout change
+    Tensor first(q_type, x.shape());
+    VisitQuantType(q_type, false, [&](auto qt) {
+      using Q = decltype(qt);
+      QuantizeKernel(p, x.data<float>(), first.data<Q>(), x.numel());
+    });
+    CopyToChannelsLast(first, y);
+    return Status::Ok();
+  }
+  const int64_t plane = x.dim(0) * x.dim(1) == 0 ? 0 : x.numel() / (x.dim(0) * x.dim(1));
+  VisitQuantType(q_type, false, [&](auto qt) {
+    using Q = decltype(qt);
+    QuantizeToChannelsLastKernel(p.scales[0], p.zero_points[0], x.data<float>(), y.data<Q>(), x.dim(0), x.dim(1),
+                                 plane);
+  });
+  return Status::Ok();
+}
+
 Expected<std::unique_ptr<Kernel>> MakeQuantize(const KernelInit& init) {
   SEQTO_ASSIGN_OR_RETURN(QdqAttrs attrs, ParseQdqAttrs(init));
-  return MakeKernel([attrs](KernelContext& ctx) -> Status {
+  const bool reference_only = init.reference_only;
+  return MakeKernel([attrs, reference_only](KernelContext& ctx) -> Status {
     const Tensor& x = ctx.input(0);
     const DType q_type = ctx.has_input(2)                          ? ctx.input(2).dtype()
                          : attrs.output_dtype != DType::kUndefined ? attrs.output_dtype
@@ -177,6 +245,7 @@ Expected<std::unique_ptr<Kernel>> MakeQuantize(const KernelInit& init) {
     if (!VisitRealType(x.dtype(), true, [](auto) {}))
       return DTypeError(0, x.dtype(), "float32, float16, bfloat16, int32");
     SEQTO_ASSIGN_OR_RETURN(QdqParams p, ReadQdqParams(ctx, attrs, q_type));
+    if (attrs.to_channels_last) return QuantizeToChannelsLast(ctx, p, q_type, reference_only);
     Tensor& y = ctx.Allocate(0, q_type, x.shape());
     bool ok = true;
     const bool x_ok = VisitRealType(x.dtype(), true, [&](auto xt) {
@@ -222,6 +291,7 @@ void RegisterQuantizeLinear(OpRegistry& r) {
     r.Register({"QuantizeLinear", domain, domain[0] ? 1 : 10, MakeQuantize});
     r.Register({"DequantizeLinear", domain, domain[0] ? 1 : 10, MakeDequantize});
   }
+  r.Register({"QuantizeLinear", "com.seqto", 1, MakeQuantize});  // with to_channels_last
 }
 
 }  // namespace seqto::ops
