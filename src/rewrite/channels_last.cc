@@ -23,8 +23,9 @@
 //   - a twin that does not exist yet is made by a Transpose to NHWC (once per value),
 //     or, for the output of a per-tensor 8-bit QuantizeLinear of a float32 value (an
 //     int8 model's input), by com.seqto.QuantizeLinear with to_channels_last = 1,
-//     which quantizes and changes the layout in one pass (the original Q goes when
-//     nothing else reads it),
+//     which quantizes and changes the layout in one pass, and for a per-tensor
+//     DequantizeLinear of such a value by a copy on its input's twin (the originals
+//     go when nothing else reads them),
 //     and a converted node's original output is kept, as a Transpose back to NCHW,
 //     only where something still reads it: a node that stayed channels-first, a graph
 //     output, or a value hooks must see.
@@ -91,8 +92,11 @@ bool IsElementwise(const ir::Node& n) {
                                               "Max",
                                               "Min",
                                               "QuantizeLinear",
-                                              "DequantizeLinear"};
+                                              "DequantizeLinear",
+                                              "Cast"};
   if (n.domain.empty()) return kOnnx.count(n.op_type) && !n.has_attr("broadcast");
+  // ONNX Runtime's contrib Q/DQ (16-bit activations of int16 fallbacks).
+  if (n.domain == "com.microsoft") return n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
   return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd");
 }
 
@@ -138,10 +142,7 @@ class ChannelsLastPass {
     for (const auto& n : to_nhwc_) read.insert(n.inputs[0]);
     for (auto& n : converted) patch.ReplaceNode(std::move(n));
     for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
-    for (const ir::Node* q : replaced_quantizers_) {
-      const std::string& out = q->outputs[0];
-      if (!read.count(out) && !graph_outputs_.count(out) && !options_.keep_values.count(out)) patch.RemoveNode(q->name);
-    }
+    RemoveBypassedProducers(converted_names, converted, patch);
     for (const auto& [original, twin] : produced_) {
       if (!read.count(original) && !graph_outputs_.count(original) && !options_.keep_values.count(original)) continue;
       patch.AddNode(MakeTranspose(twin, original, kToNchw, original + "/to_nchw"));
@@ -250,6 +251,27 @@ class ChannelsLastPass {
     return n;
   }
 
+  // Producers whose twin is written by a rewritten copy go when nothing reads their
+  // output any more. Latest first: a DequantizeLinear that goes may leave the
+  // QuantizeLinear before it unread.
+  void RemoveBypassedProducers(const std::set<std::string>& converted_names, const std::vector<ir::Node>& converted,
+                               GraphPatch& patch) const {
+    std::map<std::string, int> readers;
+    for (const auto& n : g_.nodes)
+      if (!converted_names.count(n.name))
+        for (const auto& v : n.inputs) ++readers[v];
+    for (const auto* nodes : {&converted, &to_nhwc_})
+      for (const auto& n : *nodes)
+        for (const auto& v : n.inputs) ++readers[v];
+    for (auto it = bypassed_producers_.rbegin(); it != bypassed_producers_.rend(); ++it) {
+      const ir::Node& p = **it;
+      const std::string& out = p.outputs[0];
+      if (readers[out] > 0 || graph_outputs_.count(out) || options_.keep_values.count(out)) continue;
+      patch.RemoveNode(p.name);
+      for (const auto& v : p.inputs) --readers[v];
+    }
+  }
+
   static void SetChannelsLast(ir::Node& n) {
     ir::Attribute& a = n.attributes["channels_last"];
     a.type = ir::Attribute::Type::kInt;
@@ -271,22 +293,62 @@ class ChannelsLastPass {
   std::string Twin(const std::string& value, const std::string& reader) {
     auto it = twins_.find(value);
     if (it != twins_.end()) return it->second;
+    if (CanRewriteProducer(value)) return RewriteProducer(value, reader);
     const std::string twin = FreshValue(value + "/nhwc");
-    if (const ir::Node* q = QuantizerOfFloat(value)) {
-      ir::Node n = *q;
-      n.name = FreshNode(reader + "/input_to_nhwc");
+    to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc, reader + "/input_to_nhwc"));
+    twins_[value] = twin;
+    return twin;
+  }
+
+  // True when the twin of `value` is cheaper to compute from its producer's input
+  // than by a Transpose: `value` is written by a per-tensor 8-bit QuantizeLinear of a
+  // float32 NCHW value (the quantizer writes NHWC itself), or by a per-tensor
+  // DequantizeLinear whose input has (or can cheaply get) a twin. Values hooks may
+  // override are never bypassed.
+  bool CanRewriteProducer(const std::string& value) const {
+    if (options_.keep_values.count(value)) return false;
+    if (QuantizerOfFloat(value)) return true;
+    const ir::Node* dq = PerTensorDequantizer(value);
+    return dq && (twins_.count(dq->inputs[0]) || CanRewriteProducer(dq->inputs[0]));
+  }
+
+  // Makes the twin of `value` (CanRewriteProducer) by a copy of its producer that
+  // writes NHWC; the original goes later if nothing else reads its output.
+  std::string RewriteProducer(const std::string& value, const std::string& reader) {
+    const ir::Node& producer = *producers_.at(value);
+    ir::Node n = producer;
+    n.name = FreshNode(reader + "/input_to_nhwc");
+    const std::string twin = FreshValue(value + "/nhwc");
+    n.outputs = {twin};
+    if (n.op_type == "QuantizeLinear") {
       n.domain = "com.seqto";
-      n.outputs = {twin};
       ir::Attribute& a = n.attributes["to_channels_last"];
       a.type = ir::Attribute::Type::kInt;
       a.i = 1;
-      to_nhwc_.push_back(std::move(n));
-      replaced_quantizers_.push_back(q);
-    } else {
-      to_nhwc_.push_back(MakeTranspose(value, twin, kToNhwc, reader + "/input_to_nhwc"));
+    } else {  // DequantizeLinear: elementwise on its input's twin
+      n.inputs[0] = Twin(producer.inputs[0], reader);
     }
+    to_nhwc_.push_back(std::move(n));
+    bypassed_producers_.push_back(&producer);
     twins_[value] = twin;
     return twin;
+  }
+
+  // The per-tensor DequantizeLinear (constant scalar scale and zero point) writing
+  // `value`.
+  const ir::Node* PerTensorDequantizer(const std::string& value) const {
+    auto p = producers_.find(value);
+    if (p == producers_.end()) return nullptr;
+    const ir::Node& dq = *p->second;
+    if (!(dq.domain.empty() || dq.domain == "com.microsoft") || dq.op_type != "DequantizeLinear" ||
+        dq.outputs.size() != 1 || dq.inputs.size() < 2 || dq.has_attr("block_size"))
+      return nullptr;
+    for (size_t i = 1; i < dq.inputs.size(); ++i) {
+      if (dq.inputs[i].empty()) continue;
+      auto t = g_.initializers.find(dq.inputs[i]);
+      if (t == g_.initializers.end() || t->second.numel() != 1) return nullptr;
+    }
+    return &dq;
   }
 
   // The QuantizeLinear producing `value` when it can write the twin itself: per
@@ -296,7 +358,8 @@ class ChannelsLastPass {
     auto p = producers_.find(value);
     if (p == producers_.end()) return nullptr;
     const ir::Node& q = *p->second;
-    if (!q.domain.empty() || q.op_type != "QuantizeLinear" || q.outputs.size() != 1 || q.inputs.size() < 2)
+    if (!(q.domain.empty() || q.domain == "com.microsoft") || q.op_type != "QuantizeLinear" || q.outputs.size() != 1 ||
+        q.inputs.size() < 2)
       return nullptr;
     if (q.has_attr("output_dtype") || q.has_attr("block_size")) return nullptr;
     auto scale = g_.initializers.find(q.inputs[1]);
@@ -345,7 +408,7 @@ class ChannelsLastPass {
   std::vector<std::pair<std::string, std::string>> produced_;  // (original output, twin) of converted nodes
   std::vector<ir::Node> to_nhwc_;                              // Transposes (or quantizers) that make twins
   std::map<std::string, const ir::Node*> producers_;           // value -> the node writing it
-  std::vector<const ir::Node*> replaced_quantizers_;           // QuantizeLinears whose twin writes itself
+  std::vector<const ir::Node*> bypassed_producers_;            // Q/DQ whose twin a rewritten copy writes
 };
 
 }  // namespace

@@ -8,6 +8,8 @@ Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
   // Before fuse-conv: that pass fuses float convs only (constant float weights),
   // this one convs whose weights come through DequantizeLinear.
   if (options.fuse_qdq) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseQdq(graph, options), "fuse-qdq"));
+  if (options.fold_constant_weights)
+    SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldConstantWeights(graph, options), "fold-constant-weights"));
   if (options.fuse_conv) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseConvPostOps(graph, options), "fuse-conv"));
   if (options.channels_last) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, ChannelsLast(graph, options), "channels-last"));
   return Status::Ok();

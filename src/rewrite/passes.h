@@ -19,6 +19,9 @@ struct OptimizeOptions {
   // QDQ islands (DequantizeLinear -> op -> QuantizeLinear) become int8 ops; off, a
   // QDQ model runs in float (the reference the fused ops are tested against).
   bool fuse_qdq = true;
+  // DequantizeLinear / Cast of constant weights left after QDQ fusion become float
+  // initializers (so fallback convs run as fused, channels-last float convs).
+  bool fold_constant_weights = true;
   // 2-D conv chains run channels-last, without layout conversions between convs.
   bool channels_last = true;
 };
@@ -37,6 +40,11 @@ GraphPatch FuseConvPostOps(const ir::Graph& graph, const OptimizeOptions& option
 // QLinearGlobalAveragePool / QLookup, or the data-movement op on the integer tensor). See fuse_qdq.cc for the patterns,
 // the conditions and how exact each is.
 GraphPatch FuseQdq(const ir::Graph& graph, const OptimizeOptions& options);
+
+// DequantizeLinear of integer initializers and Cast of float16 initializers to
+// float32 become float32 initializers (the same values). Run after FuseQdq, before
+// FuseConvPostOps. See fold_constant_weights.cc.
+GraphPatch FoldConstantWeights(const ir::Graph& graph, const OptimizeOptions& options);
 
 // Runs 2-D convolution chains (float and int8) and the elementwise ops between them
 // channels-last, with Transposes only at the borders; values keep their names and

@@ -513,42 +513,48 @@ TEST(ChannelsLast, PoolKernelsMatchTheChannelsFirstOps) {
 // islands (DequantizeLinear -> float conv -> QuantizeLinear) stay inside the
 // channels-last region (no Transposes around them), and the result is what the
 // channels-first graph computes.
+// With int16 or float16 fallbacks too: their constant weights are folded to float
+// (rewrite/fold_constant_weights.cc), so their convs run channels-last as well.
 TEST(ChannelsLast, FloatIslandsStayInsideTheInt8Region) {
   auto x = testing::ExampleSampleInput();
   ASSERT_TRUE(x.ok()) << x.error().message;
-  for (const std::string name : {"resnet", "mobilenetv2"}) {
-    SCOPED_TRACE(name);
-    auto model = onnxio::LoadModel(std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/" + name + ".onnx");
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto mixed = testing::QuantizeForTest(*model, *x, {1, 3, 4});
-    ASSERT_TRUE(mixed.ok()) << mixed.error().message;
-    ir::Graph g = mixed->graph;
-    ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
-    int float_convs = 0;
-    for (const auto& n : g.nodes)
-      if (n.op_type == "FusedConv") {
-        ++float_convs;
-        EXPECT_TRUE(n.has_attr("channels_last")) << n.name;
+  for (const std::string name : {"resnet", "mobilenetv2"})
+    for (quant::Fallback fallback : {quant::Fallback::kFloat, quant::Fallback::kInt16, quant::Fallback::kFloat16}) {
+      SCOPED_TRACE(name + " fallback " + std::to_string(static_cast<int>(fallback)));
+      auto model = onnxio::LoadModel(std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/" + name + ".onnx");
+      ASSERT_TRUE(model.ok()) << model.error().message;
+      auto mixed = testing::QuantizeForTest(*model, *x, {1, 3, 4}, fallback);
+      ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+      ir::Graph g = mixed->graph;
+      ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
+      int float_convs = 0;
+      for (const auto& n : g.nodes)
+        if (n.op_type == "FusedConv") {
+          ++float_convs;
+          EXPECT_TRUE(n.has_attr("channels_last")) << n.name;
+        }
+      EXPECT_GE(float_convs, 3);
+      std::string transposes;
+      for (const auto& n : g.nodes)
+        if (n.op_type == "Transpose") transposes += " " + n.name;
+      EXPECT_EQ(Count(g, "Transpose"), 1) << "only the pooled tail leaves the region:" << transposes;
+      const TensorMap feeds{{mixed->graph.inputs.at(0).name, *x}};
+      for (bool reference : {true, false}) {
+        SCOPED_TRACE(reference ? "exact paths" : "oneDNN paths");
+        SessionOptions first, last;
+        first.channels_last = false;
+        first.reference_only = last.reference_only = reference;
+        const auto a = RunModel(*mixed, first, feeds).begin()->second.ToDoubles();
+        const auto b = RunModel(*mixed, last, feeds).begin()->second.ToDoubles();
+        ASSERT_EQ(a.size(), b.size());
+        const double quantum = testing::SmallestGap(a);
+        double max_diff = 0;
+        for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+        // Float convs in another layout sum in another order: a float difference can
+        // move a value across a rounding boundary of the next quantization.
+        EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;
       }
-    EXPECT_GE(float_convs, 3);
-    EXPECT_EQ(Count(g, "Transpose"), 1) << "only the pooled tail leaves the region";
-    const TensorMap feeds{{mixed->graph.inputs.at(0).name, *x}};
-    for (bool reference : {true, false}) {
-      SCOPED_TRACE(reference ? "exact paths" : "oneDNN paths");
-      SessionOptions first, last;
-      first.channels_last = false;
-      first.reference_only = last.reference_only = reference;
-      const auto a = RunModel(*mixed, first, feeds).begin()->second.ToDoubles();
-      const auto b = RunModel(*mixed, last, feeds).begin()->second.ToDoubles();
-      ASSERT_EQ(a.size(), b.size());
-      const double quantum = testing::SmallestGap(a);
-      double max_diff = 0;
-      for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
-      // Float convs in another layout sum in another order: a float difference can
-      // move a value across a rounding boundary of the next quantization.
-      EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;
     }
-  }
 }
 
 // The input's QuantizeLinear writing channels-last equals QuantizeLinear and a

@@ -20,7 +20,8 @@ Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x) {
   return QuantizeForTest(model, x);
 }
 
-Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x, const std::set<size_t>& excluded_orders) {
+Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x, const std::set<size_t>& excluded_orders,
+                                    quant::Fallback fallback) {
   quant::QuantOptions qo;
   qo.per_channel = true;
   SEQTO_ASSIGN_OR_RETURN(ir::Model prepared, quant::QuantPlan::Prepare(model));
@@ -40,7 +41,7 @@ Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x, con
   std::set<std::string> excluded;
   for (size_t i = 0; i < plan.groups().size(); ++i)
     if (excluded_orders.count(i)) excluded.insert(plan.groups()[i].name);
-  return plan.Materialize(excluded);
+  return plan.Materialize(excluded, fallback);
 }
 
 double SmallestGap(std::vector<double> values) {

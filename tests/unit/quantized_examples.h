@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "quant/quantize.h"
 
 namespace seqto::testing {
 
@@ -21,8 +22,10 @@ Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x);
 // `model` (one input) quantized the same way, calibrated on `x`, with the groups
 // whose order (position in the plan) is in `excluded_orders` left in float: a
 // selectively quantized model with float islands between int8 regions.
+// `fallback`: what the excluded groups run in (float, int16 or float16).
 Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x,
-                                    const std::set<size_t>& excluded_orders = {});
+                                    const std::set<size_t>& excluded_orders = {},
+                                    quant::Fallback fallback = quant::Fallback::kFloat);
 // The smallest non-zero gap between two of `values` (the quantum of dequantized
 // 8-bit logits).
 double SmallestGap(std::vector<double> values);

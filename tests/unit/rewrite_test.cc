@@ -177,5 +177,64 @@ TEST(GraphPatch, InvalidResultIsReportedWithThePassName) {
   EXPECT_NE(s.message().find("broken-pass"), std::string::npos) << s.message();
 }
 
+// x -> Conv(W1 = DequantizeLinear(int8 per-channel)) -> Conv(W2 = Cast(float16)) -> y:
+// the weights of int16 / float16 fallback groups. Folding them gives the very values
+// the DequantizeLinear and Cast kernels compute, so the result is bit-identical.
+TEST(FoldConstantWeights, DequantizedAndHalfWeightsBecomeFloatInitializers) {
+  std::mt19937 rng(11);
+  ir::Model m;
+  m.opsets[""] = 13;
+  auto& g = m.graph;
+  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {6}, {5}}});
+  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+  Tensor w1(DType::kInt8, {4, 3, 3, 3});
+  for (int64_t i = 0; i < w1.numel(); ++i)
+    w1.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  g.initializers["w1.q"] = w1;
+  g.initializers["w1.scale"] = RandomTensor({4}, rng, 0.001f, 0.05f);
+  Tensor zp(DType::kInt8, {4});
+  for (int i = 0; i < 4; ++i) zp.data<int8_t>()[i] = static_cast<int8_t>(i - 2);
+  g.initializers["w1.zp"] = zp;
+  ir::Node dq = MakeNode("w1.dq", "DequantizeLinear", {"w1.q", "w1.scale", "w1.zp"}, {"w1"});
+  dq.attributes["axis"] = testing::Int(0);
+  g.nodes.push_back(dq);
+  const Tensor w2f = RandomTensor({2, 4, 1, 1}, rng);
+  Tensor w2(DType::kFloat16, w2f.shape());
+  for (int64_t i = 0; i < w2.numel(); ++i) static_cast<uint16_t*>(w2.raw())[i] = FloatToHalf(w2f.data<float>()[i]);
+  g.initializers["w2.h"] = w2;
+  ir::Node cast = MakeNode("w2.cast", "Cast", {"w2.h"}, {"w2"});
+  cast.attributes["to"] = testing::Int(static_cast<int64_t>(DType::kFloat32));
+  g.nodes.push_back(cast);
+  g.nodes.push_back(MakeNode("conv1", "Conv", {"x", "w1"}, {"c1"}));
+  g.nodes.push_back(MakeNode("conv2", "Conv", {"c1", "w2"}, {"y"}));
+
+  ir::Graph folded = g;
+  rewrite::OptimizeOptions only_fold;
+  only_fold.fold_batchnorm = only_fold.fuse_qdq = only_fold.fuse_conv = only_fold.channels_last = false;
+  ASSERT_TRUE(rewrite::Optimize(folded, only_fold).ok());
+  ASSERT_EQ(folded.nodes.size(), 2u);
+  for (const auto& n : folded.nodes) EXPECT_EQ(n.op_type, "Conv");
+  ASSERT_TRUE(folded.initializers.count("w1") && folded.initializers.count("w2"));
+
+  const runtime::TensorMap feeds{{"x", RandomTensor({2, 3, 6, 5}, rng)}};
+  runtime::SessionOptions plain;
+  plain.optimize = false;
+  plain.reference_only = true;
+  auto want = runtime::Session::Create(m, plain);
+  ir::Model fm = m;
+  fm.graph = folded;
+  auto got = runtime::Session::Create(fm, plain);
+  ASSERT_TRUE(want.ok() && got.ok());
+  auto a = (*want)->Run(feeds), b = (*got)->Run(feeds);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->at("y").ToDoubles(), b->at("y").ToDoubles());
+
+  // A kept weight stays computed by its node (hooks must see it).
+  ir::Graph kept = g;
+  only_fold.keep_values = {"w1"};
+  ASSERT_TRUE(rewrite::Optimize(kept, only_fold).ok());
+  EXPECT_EQ(kept.nodes.size(), 3u);
+}
+
 }  // namespace
 }  // namespace seqto
