@@ -181,14 +181,8 @@ void ConvReference(const ConvGeometry& g, const T* x, const T* w, const T* b, T*
 
 // Everything needed to run one input shape through oneDNN.
 struct ConvPlan {
-  dnnl::convolution_forward prim;
-  memory::desc user_src, user_dst, user_wei;  // our plain layouts
-  memory::desc src_md, dst_md, wei_md;        // the primitive's layouts
-  bool reorder_src = false, reorder_dst = false, reorder_wei = false;
-  dnnl::reorder src_reorder, dst_reorder, wei_reorder;
-  dnnl::reorder sum_reorder;  // Sum (plain) into the primitive's dst layout
-  memory packed_weights;      // constant W in wei_md (empty when W is not constant)
-  bool has_bias = false;
+  du::ConvPrimitive conv;
+  bool has_bias;
 };
 
 class ConvKernel final : public Kernel {
@@ -322,29 +316,23 @@ class ConvKernel final : public Kernel {
   std::shared_ptr<ConvPlan> MakePlan(const ConvGeometry& g, const Shape& x, const Shape& w, bool with_bias,
                                      bool with_activation = true) {
     try {
-      auto plan = std::make_shared<ConvPlan>();
-      plan->has_bias = with_bias;
       Shape wei_dims = w;
       if (g.group > 1) {
         wei_dims = {g.group, w[0] / g.group};
         wei_dims.insert(wei_dims.end(), w.begin() + 1, w.end());
       }
-      memory::dims strides, dilations, pad_l, pad_r;
+      const du::DnnlWindow win = du::ToDnnlWindow(g.dims);
       // A pointwise conv (1x1, stride 1, no pads, one group) is a plain GEMM on NCHW:
       // as fast as oneDNN's blocked kernels, without their reorders, once the GEMM
       // is wide enough (measured: 56x56 and 28x28 win, 14x14 ties, 7x7 loses).
       bool pointwise = g.group == 1;
+      int64_t positions = 1;
       for (const auto& d : g.dims) {
-        strides.push_back(d.stride);
-        dilations.push_back(d.dilation - 1);  // oneDNN counts the gaps
-        pad_l.push_back(d.pad_begin);
-        pad_r.push_back(d.pad_end);
         pointwise = pointwise && d.kernel == 1 && d.stride == 1 && d.pad_begin == 0 && d.pad_end == 0;
+        positions *= d.out;
       }
       const du::Layout own = channels_last_ ? du::Layout::kNhwc : du::Layout::kPlain;
-      plan->user_src = du::ActivationDesc(x, own);
-      plan->user_dst = du::ActivationDesc(g.y_shape, own);
-      plan->user_wei = du::PlainDesc(wei_dims);
+      const du::ConvIo io{du::ActivationDesc(x, own), du::PlainDesc(wei_dims), du::ActivationDesc(g.y_shape, own)};
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
       dnnl::primitive_attr attr;
       {
@@ -371,86 +359,34 @@ class ConvKernel final : public Kernel {
         const memory::desc wei = du::AnyDesc(wei_dims);
         auto desc = with_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                                 dnnl::algorithm::convolution_direct, src, wei, bias_md,
-                                                                dst, strides, dilations, pad_l, pad_r)
+                                                                dst, win.strides, win.dilations, win.pad_l, win.pad_r)
                               : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                                 dnnl::algorithm::convolution_direct, src, wei, dst,
-                                                                strides, dilations, pad_l, pad_r);
+                                                                win.strides, win.dilations, win.pad_l, win.pad_r);
         return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine());
       };
-      dnnl::convolution_forward::primitive_desc pd;
-      int64_t positions = 1;
-      for (const auto& d : g.dims) positions *= d.out;
       // oneDNN applies post-ops to the GEMM-based NCHW conv in a separate slow pass, so a
       // fused conv always prefers the blocked layouts (measured on the bench CNNs).
       const bool has_post_ops = post_.sum || (with_activation && post_.activation != PostOps::Activation::kNone);
       const auto layouts = du::ConvLayouts(pointwise && positions >= 400 && !has_post_ops, g.in_channels,
                                            g.out_channels, channels_last_);
-      bool ok = false;
-      for (size_t i = 0; i < layouts.size() && !ok; ++i) {
-        ok = du::TryMakePd(pd, [&] { return make_pd(layouts[i]); });
-        // A slow generic kernel is acceptable only as the last resort (or, for a
-        // pointwise conv on NCHW, where "im2col + GEMM" is just the GEMM).
-        const bool expected_gemm = pointwise && layouts[i] == du::Layout::kPlain;
-        if (ok && i + 1 < layouts.size() && !expected_gemm && du::IsSlowConvImpl(du::ImplName(pd))) ok = false;
-      }
-      if (!ok) return nullptr;
-      plan->prim = dnnl::convolution_forward(pd);
-      plan->src_md = pd.src_desc();
-      plan->dst_md = pd.dst_desc();
-      plan->wei_md = pd.weights_desc();
-      plan->reorder_src = plan->src_md != plan->user_src;
-      plan->reorder_dst = plan->dst_md != plan->user_dst;
-      plan->reorder_wei = plan->wei_md != plan->user_wei;
-      if (plan->reorder_src)
-        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst)
-        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
-      if (plan->reorder_dst && post_.sum)
-        plan->sum_reorder = dnnl::reorder({du::Engine(), plan->user_dst, du::Engine(), plan->dst_md});
-      if (const_w_.defined()) {
-        plan->packed_weights = du::PackWeights(plan->user_wei, const_w_.raw(), plan->wei_md, packed_w_);
-      } else if (plan->reorder_wei) {
-        plan->wei_reorder = dnnl::reorder({du::Engine(), plan->user_wei, du::Engine(), plan->wei_md});
-      }
-      return plan;
+      // For a pointwise conv on NCHW, "im2col + GEMM" is just the GEMM.
+      dnnl::convolution_forward::primitive_desc pd;
+      if (!du::PickConvPd(pd, layouts, make_pd, [&](du::Layout l) { return pointwise && l == du::Layout::kPlain; }))
+        return nullptr;
+      return std::make_shared<ConvPlan>(ConvPlan{
+          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_, post_.sum), with_bias});
     } catch (const dnnl::error&) {
       return nullptr;
     }
   }
 
-  Status Execute(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* sum, Tensor& y) {
+  Status Execute(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* sum,
+                 Tensor& y) {
     return du::Guard("Conv", [&] {
-      dnnl::stream& s = du::Stream();
-      memory src = du::Wrap(plan.user_src, x.raw());
-      memory dst = du::Wrap(plan.user_dst, y.raw());
-      memory prim_src = src, prim_dst = dst;
-      if (plan.reorder_src) {
-        prim_src = memory(plan.src_md, du::Engine(), du::Scratch(0, plan.src_md.get_size()));
-        plan.src_reorder.execute(s, src, prim_src);
-      }
-      if (plan.reorder_dst) prim_dst = memory(plan.dst_md, du::Engine(), du::Scratch(1, plan.dst_md.get_size()));
-      if (sum) {  // the sum post-op accumulates into what dst already holds
-        if (plan.reorder_dst) {
-          memory user_sum = du::Wrap(plan.user_dst, sum->raw());
-          plan.sum_reorder.execute(s, user_sum, prim_dst);
-        } else
-          std::memcpy(y.raw(), sum->raw(), y.nbytes());
-      }
-      memory wei;
-      if (plan.packed_weights.get(true)) {
-        wei = plan.packed_weights;
-      } else if (plan.reorder_wei) {
-        wei = memory(plan.wei_md, du::Engine(), du::Scratch(2, plan.wei_md.get_size()));
-        memory user_wei = du::Wrap(plan.user_wei, w.raw());
-        plan.wei_reorder.execute(s, user_wei, wei);
-      } else {
-        wei = du::Wrap(plan.user_wei, w.raw());
-      }
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, prim_src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, prim_dst}};
-      if (plan.has_bias) args.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
-      plan.prim.execute(s, args);
-      if (plan.reorder_dst) plan.dst_reorder.execute(s, prim_dst, dst);
-      s.wait();
+      std::unordered_map<int, memory> extra;
+      if (plan.has_bias) extra.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
+      plan.conv.Run(x.raw(), w.raw(), y.raw(), sum ? sum->raw() : nullptr, std::move(extra));
     });
   }
 

@@ -145,13 +145,8 @@ void ConvTransposeReference(const ConvTransposeGeometry& g, const T* x, const T*
 }
 
 struct ConvTransposePlan {
-  dnnl::deconvolution_forward prim;
-  memory::desc user_src, user_dst, user_wei;
-  memory::desc src_md, dst_md, wei_md;
-  bool reorder_src = false, reorder_dst = false, reorder_wei = false;
-  dnnl::reorder src_reorder, dst_reorder, wei_reorder;
-  memory packed_weights;
-  bool has_bias = false;
+  du::ConvPrimitive deconv;
+  bool has_bias;
 };
 
 class ConvTransposeKernel final : public Kernel {
@@ -210,8 +205,6 @@ class ConvTransposeKernel final : public Kernel {
   std::shared_ptr<ConvTransposePlan> MakePlan(const ConvTransposeGeometry& g, const Shape& x, const Shape& w,
                                               bool with_bias) {
     try {
-      auto plan = std::make_shared<ConvTransposePlan>();
-      plan->has_bias = with_bias;
       // ONNX's W is (C, M/group, k...): as oneDNN's (G,) OC/G, IC/G, k... it is a
       // strided view.
       const int64_t cin_g = g.in_channels / g.group, cout_g = g.out_channels / g.group;
@@ -226,86 +219,38 @@ class ConvTransposeKernel final : public Kernel {
       const auto k_strides = ContiguousStrides(kernel);
       wei_dims.insert(wei_dims.end(), kernel.begin(), kernel.end());
       wei_strides.insert(wei_strides.end(), k_strides.begin(), k_strides.end());
-      memory::dims strides, dilations, pad_l, pad_r;
-      for (const auto& d : g.dims) {
-        strides.push_back(d.stride);
-        dilations.push_back(d.dilation - 1);
-        pad_l.push_back(d.pad_begin);
-        pad_r.push_back(d.pad_end);
-      }
-      plan->user_src = du::PlainDesc(x);
-      plan->user_dst = du::PlainDesc(g.y_shape);
-      plan->user_wei = du::StridedDesc(wei_dims, wei_strides);
+      const du::DnnlWindow win = du::ToDnnlWindow(g.dims);
+      const du::ConvIo io{du::PlainDesc(x), du::StridedDesc(wei_dims, wei_strides), du::PlainDesc(g.y_shape)};
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
       auto make_pd = [&](du::Layout layout) {
         const memory::desc src = du::ActivationDesc(x, layout);
         const memory::desc dst = du::ActivationDesc(g.y_shape, layout);
         const memory::desc wei = du::AnyDesc(wei_dims);
-        auto desc = with_bias ? dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                                  dnnl::algorithm::deconvolution_direct, src, wei,
-                                                                  bias_md, dst, strides, dilations, pad_l, pad_r)
+        auto desc = with_bias ? dnnl::deconvolution_forward::desc(
+                                    dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src, wei,
+                                    bias_md, dst, win.strides, win.dilations, win.pad_l, win.pad_r)
                               : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                                   dnnl::algorithm::deconvolution_direct, src, wei, dst,
-                                                                  strides, dilations, pad_l, pad_r);
+                                                                  win.strides, win.dilations, win.pad_l, win.pad_r);
         return dnnl::deconvolution_forward::primitive_desc(desc, du::Engine());
       };
+      // A slow generic kernel is acceptable only as the last resort.
       dnnl::deconvolution_forward::primitive_desc pd;
-      const auto layouts = du::ConvLayouts(false, g.in_channels, g.out_channels);
-      bool ok = false;
-      for (size_t i = 0; i < layouts.size() && !ok; ++i) {
-        ok = du::TryMakePd(pd, [&] { return make_pd(layouts[i]); });
-        // A slow generic kernel is acceptable only as the last resort.
-        if (ok && i + 1 < layouts.size() && du::IsSlowConvImpl(du::ImplName(pd))) ok = false;
-      }
-      if (!ok) return nullptr;
-      plan->prim = dnnl::deconvolution_forward(pd);
-      plan->src_md = pd.src_desc();
-      plan->dst_md = pd.dst_desc();
-      plan->wei_md = pd.weights_desc();
-      plan->reorder_src = plan->src_md != plan->user_src;
-      plan->reorder_dst = plan->dst_md != plan->user_dst;
-      plan->reorder_wei = plan->wei_md != plan->user_wei;
-      if (plan->reorder_src)
-        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst)
-        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->user_dst});
-      if (const_w_.defined()) {
-        plan->packed_weights = du::PackWeights(plan->user_wei, const_w_.raw(), plan->wei_md, packed_w_);
-      } else if (plan->reorder_wei) {
-        plan->wei_reorder = dnnl::reorder({du::Engine(), plan->user_wei, du::Engine(), plan->wei_md});
-      }
-      return plan;
+      if (!du::PickConvPd(pd, du::ConvLayouts(false, g.in_channels, g.out_channels), make_pd,
+                          [](du::Layout) { return false; }))
+        return nullptr;
+      return std::make_shared<ConvTransposePlan>(ConvTransposePlan{
+          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_), with_bias});
     } catch (const dnnl::error&) {
       return nullptr;
     }
   }
 
-  Status Execute(ConvTransposePlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+  Status Execute(const ConvTransposePlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
     return du::Guard("ConvTranspose", [&] {
-      dnnl::stream& s = du::Stream();
-      memory src = du::Wrap(plan.user_src, x.raw());
-      memory dst = du::Wrap(plan.user_dst, y.raw());
-      memory prim_src = src, prim_dst = dst;
-      if (plan.reorder_src) {
-        prim_src = memory(plan.src_md, du::Engine(), du::Scratch(0, plan.src_md.get_size()));
-        plan.src_reorder.execute(s, src, prim_src);
-      }
-      if (plan.reorder_dst) prim_dst = memory(plan.dst_md, du::Engine(), du::Scratch(1, plan.dst_md.get_size()));
-      memory wei;
-      if (plan.packed_weights.get(true)) {
-        wei = plan.packed_weights;
-      } else if (plan.reorder_wei) {
-        wei = memory(plan.wei_md, du::Engine(), du::Scratch(2, plan.wei_md.get_size()));
-        memory user_wei = du::Wrap(plan.user_wei, w.raw());
-        plan.wei_reorder.execute(s, user_wei, wei);
-      } else {
-        wei = du::Wrap(plan.user_wei, w.raw());
-      }
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, prim_src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, prim_dst}};
-      if (plan.has_bias) args.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
-      plan.prim.execute(s, args);
-      if (plan.reorder_dst) plan.dst_reorder.execute(s, prim_dst, dst);
-      s.wait();
+      std::unordered_map<int, memory> extra;
+      if (plan.has_bias) extra.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
+      plan.deconv.Run(x.raw(), w.raw(), y.raw(), nullptr, std::move(extra));
     });
   }
 

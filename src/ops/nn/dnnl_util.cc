@@ -122,6 +122,70 @@ bool IsSlowConvImpl(const std::string& impl) {
   return impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos;
 }
 
+DnnlWindow ToDnnlWindow(const std::vector<WindowDim>& dims, bool reached_pad_end) {
+  DnnlWindow w;
+  for (const auto& d : dims) {
+    w.strides.push_back(d.stride);
+    w.dilations.push_back(d.dilation - 1);
+    w.pad_l.push_back(d.pad_begin);
+    w.pad_r.push_back(reached_pad_end ? (d.out - 1) * d.stride + d.extent() - d.in - d.pad_begin : d.pad_end);
+  }
+  return w;
+}
+
+ConvPrimitive::ConvPrimitive(const dnnl::primitive_desc& pd, const ConvIo& io, const void* const_weights,
+                             memory* packed_cache, bool reads_dst)
+    : primitive_(pd), io_(io), prim_io_{pd.src_desc(0), pd.weights_desc(0), pd.dst_desc(0)} {
+  const dnnl::engine& e = Engine();
+  if (prim_io_.src != io_.src) src_reorder_ = dnnl::reorder({e, io_.src, e, prim_io_.src});
+  if (prim_io_.dst != io_.dst) {
+    dst_reorder_ = dnnl::reorder({e, prim_io_.dst, e, io_.dst});
+    if (reads_dst) dst_init_reorder_ = dnnl::reorder({e, io_.dst, e, prim_io_.dst});
+  }
+  if (const_weights)
+    packed_ = PackWeights(io_.wei, const_weights, prim_io_.wei, *packed_cache);
+  else if (prim_io_.wei != io_.wei)
+    wei_reorder_ = dnnl::reorder({e, io_.wei, e, prim_io_.wei});
+}
+
+void ConvPrimitive::Run(const void* src, const void* weights, void* dst, const void* dst_init,
+                        std::unordered_map<int, memory> extra) const {
+  dnnl::stream& s = Stream();
+  const dnnl::engine& e = Engine();
+  memory user_src = Wrap(io_.src, src);
+  memory user_dst = Wrap(io_.dst, dst);
+  memory prim_src = user_src, prim_dst = user_dst;
+  if (src_reorder_) {
+    prim_src = memory(prim_io_.src, e, Scratch(0, prim_io_.src.get_size()));
+    src_reorder_.execute(s, user_src, prim_src);
+  }
+  if (dst_reorder_) prim_dst = memory(prim_io_.dst, e, Scratch(1, prim_io_.dst.get_size()));
+  if (dst_init) {
+    if (dst_reorder_) {
+      memory init = Wrap(io_.dst, dst_init);
+      dst_init_reorder_.execute(s, init, prim_dst);
+    } else if (dst_init != dst) {
+      std::memcpy(dst, dst_init, io_.dst.get_size());
+    }
+  }
+  memory wei;
+  if (packed_.get(true)) {
+    wei = packed_;
+  } else if (wei_reorder_) {
+    wei = memory(prim_io_.wei, e, Scratch(2, prim_io_.wei.get_size()));
+    memory user_wei = Wrap(io_.wei, weights);
+    wei_reorder_.execute(s, user_wei, wei);
+  } else {
+    wei = Wrap(io_.wei, weights);
+  }
+  extra[DNNL_ARG_SRC] = prim_src;
+  extra[DNNL_ARG_WEIGHTS] = wei;
+  extra[DNNL_ARG_DST] = prim_dst;
+  primitive_.execute(s, extra);
+  if (dst_reorder_) dst_reorder_.execute(s, prim_dst, user_dst);
+  s.wait();
+}
+
 CacheKey ShapeKey(std::initializer_list<const Shape*> shapes) {
   CacheKey key;
   for (const Shape* s : shapes) {

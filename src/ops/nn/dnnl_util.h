@@ -16,6 +16,7 @@
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -198,5 +199,71 @@ Expected<std::vector<WindowDim>> ResolveWindow(const WindowAttrs& attrs, const S
 // Pads the spatial dims to 3 (leading dims of extent 1) so reference loops can
 // be written once for 1-D, 2-D and 3-D.
 std::vector<WindowDim> To3d(std::vector<WindowDim> dims);
+
+// ---------------------------------------------------------------------------
+// Convolution-like primitives (Conv, FusedConv, ConvTranspose, ConvInteger,
+// QLinearConv): the kernel describes the primitive (data types, attributes, the
+// layouts to try); ConvPrimitive does the rest the same way for all of them.
+
+// A window as oneDNN's (de)convolution descriptors take it.
+struct DnnlWindow {
+  memory::dims strides, dilations, pad_l, pad_r;
+};
+// From resolved dims (oneDNN counts the gaps of a dilation). pad_r is each dim's
+// pad_end, or with `reached_pad_end` only the part of it the last window reaches.
+DnnlWindow ToDnnlWindow(const std::vector<WindowDim>& dims, bool reached_pad_end = false);
+
+// Builds a primitive descriptor with make(layout) for each of `layouts` in turn,
+// keeping the first that oneDNN implements. A slow generic implementation
+// (IsSlowConvImpl) is kept only for the last layout or where accept_slow(layout)
+// says it is what the caller expects. False when none builds.
+template <typename Pd, typename Make, typename AcceptSlow>
+bool PickConvPd(Pd& pd, const std::vector<Layout>& layouts, Make&& make, AcceptSlow&& accept_slow) {
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    if (!TryMakePd(pd, [&] { return make(layouts[i]); })) continue;
+    if (i + 1 == layouts.size() || accept_slow(layouts[i]) || !IsSlowConvImpl(ImplName(pd))) return true;
+  }
+  return false;
+}
+
+// The caller's layouts of a convolution's source, weights and destination.
+struct ConvIo {
+  memory::desc src, wei, dst;
+};
+
+// One convolution-like primitive, built for one input shape, run on the caller's
+// tensors: source and destination are reordered (through the thread's scratch
+// slots 0 and 1) only where the primitive's layouts differ from the caller's;
+// constant weights are packed once, at plan time, other weights are reordered per
+// run (scratch slot 2) when they need it.
+class ConvPrimitive {
+ public:
+  // `pd`: a convolution or deconvolution primitive descriptor. With
+  // `const_weights` (in io.wei's layout, kept alive by the caller) the weights
+  // are packed into the primitive's layout through PackWeights (`packed_cache` is
+  // required then, and shared by the kernel's plans). `reads_dst`: the primitive
+  // accumulates into dst (a sum post-op), so Run's `dst_init` is brought into the
+  // primitive's layout first.
+  ConvPrimitive(const dnnl::primitive_desc& pd, const ConvIo& io, const void* const_weights = nullptr,
+                memory* packed_cache = nullptr, bool reads_dst = false);
+
+  // Runs on the caller's src, weights (ignored when packed) and dst, with `extra`
+  // arguments (bias, zero points, ...), and waits. dst_init: dst's prior contents
+  // for a sum post-op (may be dst itself), else null. Throws dnnl::error: call it
+  // inside Guard().
+  void Run(const void* src, const void* weights, void* dst, const void* dst_init = nullptr,
+           std::unordered_map<int, memory> extra = {}) const;
+
+  const ConvIo& io() const { return io_; }
+  // The primitive's own layouts.
+  const ConvIo& prim_io() const { return prim_io_; }
+  bool packed_weights() const { return packed_.get(true) != nullptr; }
+
+ private:
+  dnnl::primitive primitive_;
+  ConvIo io_, prim_io_;
+  dnnl::reorder src_reorder_, dst_reorder_, dst_init_reorder_, wei_reorder_;  // null when not needed
+  memory packed_;                                                             // packed constant weights, or empty
+};
 
 }  // namespace seqto::ops::dnnl_util

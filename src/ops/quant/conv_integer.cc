@@ -159,12 +159,8 @@ QWeights PrepareWeights(const Tensor& w, const std::vector<int32_t>& w_zp, int64
 
 // One input shape through oneDNN.
 struct QConvPlan {
-  dnnl::convolution_forward prim;
-  memory::desc user_src, src_md, user_wei, wei_md, dst_md, plain_dst;
-  bool reorder_src = false, reorder_wei = false, reorder_dst = false;
-  dnnl::reorder src_reorder, wei_reorder, dst_reorder;
-  memory packed_weights;  // constant weights in wei_md (else empty)
-  bool src_zp = false;
+  du::ConvPrimitive conv;
+  bool src_zp;
 };
 
 class QConvKernel final : public Kernel {
@@ -362,52 +358,28 @@ class QConvKernel final : public Kernel {
   std::shared_ptr<QConvPlan> MakePlan(const QConvGeometry& g, const Shape& x, DType x_type, bool src_zp,
                                       const QWeights& wq, bool const_weights) {
     try {
-      auto plan = std::make_shared<QConvPlan>();
-      plan->src_zp = src_zp;
       const int64_t mg = g.out_channels / g.group;
       const int64_t mg_ext = mg + (wq.extended ? 1 : 0);
       Shape wei_dims{g.group, mg_ext, g.in_channels / g.group};
       for (const auto& d : g.dims) wei_dims.push_back(d.kernel);
       Shape dst_dims{g.batch, g.group * mg_ext};
       for (const auto& d : g.dims) dst_dims.push_back(d.out);
-      memory::dims strides, dilations, pad_l, pad_r;
-      for (const auto& d : g.dims) {
-        strides.push_back(d.stride);
-        dilations.push_back(d.dilation - 1);  // oneDNN counts the gaps
-        pad_l.push_back(d.pad_begin);
-        pad_r.push_back(d.pad_end);
-      }
+      const du::DnnlWindow win = du::ToDnnlWindow(g.dims);
       const memory::data_type x_dt = x_type == DType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8;
-      plan->user_src = du::PlainDesc(x, x_dt);
-      plan->user_wei = du::PlainDesc(wei_dims, memory::data_type::s8);
-      plan->plain_dst = du::PlainDesc(dst_dims, memory::data_type::s32);
+      const du::ConvIo io{du::PlainDesc(x, x_dt), du::PlainDesc(wei_dims, memory::data_type::s8),
+                          du::PlainDesc(dst_dims, memory::data_type::s32)};
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            du::AnyDesc(x, x_dt), du::AnyDesc(wei_dims, memory::data_type::s8),
-                                           du::AnyDesc(dst_dims, memory::data_type::s32), strides, dilations, pad_l,
-                                           pad_r);
+                                           du::AnyDesc(dst_dims, memory::data_type::s32), win.strides, win.dilations,
+                                           win.pad_l, win.pad_r);
       dnnl::primitive_attr attr;
       if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       dnnl::convolution_forward::primitive_desc pd;
       if (!du::TryMakePd(pd, [&] { return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine()); }))
         return nullptr;
       if (du::ImplName(pd).find("ref") != std::string::npos) return nullptr;  // no faster than ours
-      plan->prim = dnnl::convolution_forward(pd);
-      plan->src_md = pd.src_desc();
-      plan->wei_md = pd.weights_desc();
-      plan->dst_md = pd.dst_desc();
-      plan->reorder_src = plan->src_md != plan->user_src;
-      plan->reorder_dst = plan->dst_md != plan->plain_dst;
-      plan->reorder_wei = plan->wei_md != plan->user_wei;
-      if (plan->reorder_src)
-        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst)
-        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
-      if (const_weights) {
-        plan->packed_weights = du::PackWeights(plan->user_wei, wq.data.data(), plan->wei_md, packed_w_);
-      } else if (plan->reorder_wei) {
-        plan->wei_reorder = dnnl::reorder({du::Engine(), plan->user_wei, du::Engine(), plan->wei_md});
-      }
-      return plan;
+      return std::make_shared<QConvPlan>(
+          QConvPlan{du::ConvPrimitive(pd, io, const_weights ? wq.data.data() : nullptr, &packed_w_), src_zp});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -427,37 +399,14 @@ class QConvKernel final : public Kernel {
     if (!plan) return false;
     const int64_t mg = g.out_channels / g.group;
     const bool direct = !epi.requantize && !wq.extended && !epi.bias;  // oneDNN's result is Y
-    const size_t plain_bytes = plan->plain_dst.get_size();
-    void* plain = direct ? y.raw() : du::Scratch(3, plain_bytes);
+    void* plain = direct ? y.raw() : du::Scratch(3, plan->conv.io().dst.get_size());
     SEQTO_RETURN_IF_ERROR(du::Guard(qlinear_ ? "QLinearConv" : "ConvInteger", [&] {
-      dnnl::stream& s = du::Stream();
-      memory src = du::Wrap(plan->user_src, x.raw());
-      if (plan->reorder_src) {
-        memory prim_src(plan->src_md, du::Engine(), du::Scratch(0, plan->src_md.get_size()));
-        plan->src_reorder.execute(s, src, prim_src);
-        src = prim_src;
-      }
-      memory wei;
-      if (plan->packed_weights.get(true)) {
-        wei = plan->packed_weights;
-      } else if (plan->reorder_wei) {
-        wei = memory(plan->wei_md, du::Engine(), du::Scratch(2, plan->wei_md.get_size()));
-        memory user_wei = du::Wrap(plan->user_wei, wq.data.data());
-        plan->wei_reorder.execute(s, user_wei, wei);
-      } else {
-        wei = du::Wrap(plan->user_wei, wq.data.data());
-      }
-      memory plain_dst = du::Wrap(plan->plain_dst, plain);
-      memory dst =
-          plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size())) : plain_dst;
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+      std::unordered_map<int, memory> extra;
       int32_t zp_value = x_zp;
       if (plan->src_zp)
-        args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-                     du::Wrap(memory::desc({1}, memory::data_type::s32, memory::format_tag::x), &zp_value));
-      plan->prim.execute(s, args);
-      if (plan->reorder_dst) plan->dst_reorder.execute(s, dst, plain_dst);
-      s.wait();
+        extra.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                      du::Wrap(memory::desc({1}, memory::data_type::s32, memory::format_tag::x), &zp_value));
+      plan->conv.Run(x.raw(), wq.data.data(), plain, nullptr, std::move(extra));
     }));
     quant::CountFastRun();
     if (!direct) {

@@ -49,11 +49,8 @@ struct NativeParams {
 };
 
 struct NativePlan {
-  dnnl::convolution_forward prim;
-  memory::desc user_src, src_md, dst_md, plain_dst;
-  bool reorder_src = false, reorder_dst = false;
-  dnnl::reorder src_reorder, dst_reorder;
-  memory weights, bias;
+  du::ConvPrimitive conv;
+  memory bias;
 };
 
 memory::data_type Dt(DType t) { return t == DType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8; }
@@ -155,26 +152,19 @@ class QLinearConvClampKernel final : public Kernel {
     const NativeParams& p = *native_;
     const Shape& ws = p.w_shape;
     try {
-      auto plan = std::make_shared<NativePlan>();
       const int64_t m = ws[0];
       Shape wei_dims = group_ == 1 ? ws : Shape{group_, m / group_, ws[1], ws[2], ws[3]};
       Shape dst_dims{x[0], m};
-      memory::dims strides, dilations, pad_l, pad_r;
-      for (const auto& d : dims) {
-        dst_dims.push_back(d.out);
-        strides.push_back(d.stride);
-        dilations.push_back(d.dilation - 1);
-        pad_l.push_back(d.pad_begin);
-        pad_r.push_back((d.out - 1) * d.stride + d.extent() - d.in - d.pad_begin);
-      }
+      for (const auto& d : dims) dst_dims.push_back(d.out);
+      const du::DnnlWindow win = du::ToDnnlWindow(dims, /*reached_pad_end=*/true);
       const du::Layout own = channels_last_ ? du::Layout::kNhwc : du::Layout::kPlain;
-      plan->user_src = du::ActivationDesc(x, own, Dt(x_type));
-      plan->plain_dst = du::ActivationDesc(dst_dims, own, Dt(p.y_type));
+      const du::ConvIo io{du::ActivationDesc(x, own, Dt(x_type)), du::PlainDesc(wei_dims, memory::data_type::s8),
+                          du::ActivationDesc(dst_dims, own, Dt(p.y_type))};
       const memory::desc bias_md({m}, memory::data_type::s32, memory::format_tag::x);
       dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                            du::AnyDesc(x, Dt(x_type)), du::AnyDesc(wei_dims, memory::data_type::s8),
-                                           bias_md, du::AnyDesc(dst_dims, Dt(p.y_type)), strides, dilations, pad_l,
-                                           pad_r);
+                                           bias_md, du::AnyDesc(dst_dims, Dt(p.y_type)), win.strides, win.dilations,
+                                           win.pad_l, win.pad_r);
       dnnl::primitive_attr attr;
       attr.set_output_scales(p.scales.size() == 1 ? 0 : 1 << 1, p.scales);
       if (p.x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
@@ -183,19 +173,8 @@ class QLinearConvClampKernel final : public Kernel {
       if (!du::TryMakePd(pd, [&] { return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine()); }))
         return nullptr;
       if (du::ImplName(pd).find("ref") != std::string::npos) return nullptr;  // the exact path is no slower
-      plan->prim = dnnl::convolution_forward(pd);
-      plan->src_md = pd.src_desc();
-      plan->dst_md = pd.dst_desc();
-      plan->reorder_src = plan->src_md != plan->user_src;
-      plan->reorder_dst = plan->dst_md != plan->plain_dst;
-      if (plan->reorder_src)
-        plan->src_reorder = dnnl::reorder({du::Engine(), plan->user_src, du::Engine(), plan->src_md});
-      if (plan->reorder_dst)
-        plan->dst_reorder = dnnl::reorder({du::Engine(), plan->dst_md, du::Engine(), plan->plain_dst});
-      plan->weights = du::PackWeights(du::PlainDesc(wei_dims, memory::data_type::s8), p.weights.data(),
-                                      pd.weights_desc(), packed_weights_);
-      plan->bias = du::Wrap(bias_md, p.bias.data());
-      return plan;
+      return std::make_shared<NativePlan>(
+          NativePlan{du::ConvPrimitive(pd, io, p.weights.data(), &packed_weights_), du::Wrap(bias_md, p.bias.data())});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -222,25 +201,12 @@ class QLinearConvClampKernel final : public Kernel {
     const Tensor& x = x_in;
     if (y.numel() == 0) return true;
     SEQTO_RETURN_IF_ERROR(du::Guard("QLinearConv (com.seqto)", [&] {
-      dnnl::stream& s = du::Stream();
-      memory src = du::Wrap(plan->user_src, x.raw());
-      if (plan->reorder_src) {
-        memory prim_src(plan->src_md, du::Engine(), du::Scratch(0, plan->src_md.get_size()));
-        plan->src_reorder.execute(s, src, prim_src);
-        src = prim_src;
-      }
-      memory plain_dst = du::Wrap(plan->plain_dst, y.raw());
-      memory dst =
-          plan->reorder_dst ? memory(plan->dst_md, du::Engine(), du::Scratch(1, plan->dst_md.get_size())) : plain_dst;
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_BIAS, plan->bias}, {DNNL_ARG_DST, dst}};
+      std::unordered_map<int, memory> extra{{DNNL_ARG_BIAS, plan->bias}};
       int32_t x_zp = p.x_zp, y_zp = p.y_zp;
       const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::x);
-      if (x_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, du::Wrap(zp_md, &x_zp));
-      if (y_zp != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, du::Wrap(zp_md, &y_zp));
-      plan->prim.execute(s, args);
-      if (plan->reorder_dst) plan->dst_reorder.execute(s, dst, plain_dst);
-      s.wait();
+      if (x_zp != 0) extra.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, du::Wrap(zp_md, &x_zp));
+      if (y_zp != 0) extra.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, du::Wrap(zp_md, &y_zp));
+      plan->conv.Run(x.raw(), nullptr, y.raw(), nullptr, std::move(extra));
     }));
     quant::CountFastRun();
     return true;
