@@ -334,6 +334,8 @@ class ConvKernel final : public Kernel {
       const du::Layout own = channels_last_ ? du::Layout::kNhwc : du::Layout::kPlain;
       const du::ConvIo io{du::ActivationDesc(x, own), du::PlainDesc(wei_dims), du::ActivationDesc(g.y_shape, own)};
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
+      std::vector<du::ConvArg> bias_args;
+      if (with_bias) bias_args.push_back({DNNL_ARG_BIAS, bias_md});
       dnnl::primitive_attr attr;
       {
         dnnl::post_ops ops;
@@ -375,7 +377,8 @@ class ConvKernel final : public Kernel {
       if (!du::PickConvPd(pd, layouts, make_pd, [&](du::Layout l) { return pointwise && l == du::Layout::kPlain; }))
         return nullptr;
       return std::make_shared<ConvPlan>(ConvPlan{
-          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_, post_.sum), with_bias});
+          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_, post_.sum, bias_args),
+          with_bias});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -384,9 +387,9 @@ class ConvKernel final : public Kernel {
   Status Execute(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* sum,
                  Tensor& y) {
     return du::Guard("Conv", [&] {
-      std::unordered_map<int, memory> extra;
-      if (plan.has_bias) extra.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
-      plan.conv.Run(x.raw(), w.raw(), y.raw(), sum ? sum->raw() : nullptr, std::move(extra));
+      const void* bias[1] = {plan.has_bias ? b->raw() : nullptr};
+      plan.conv.Run(x.raw(), w.raw(), y.raw(), sum ? sum->raw() : nullptr,
+                    std::span<const void* const>(bias, plan.has_bias ? 1 : 0));
     });
   }
 

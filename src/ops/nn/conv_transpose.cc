@@ -222,6 +222,8 @@ class ConvTransposeKernel final : public Kernel {
       const du::DnnlWindow win = du::ToDnnlWindow(g.dims);
       const du::ConvIo io{du::PlainDesc(x), du::StridedDesc(wei_dims, wei_strides), du::PlainDesc(g.y_shape)};
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
+      std::vector<du::ConvArg> bias_args;
+      if (with_bias) bias_args.push_back({DNNL_ARG_BIAS, bias_md});
       auto make_pd = [&](du::Layout layout) {
         const memory::desc src = du::ActivationDesc(x, layout);
         const memory::desc dst = du::ActivationDesc(g.y_shape, layout);
@@ -240,7 +242,8 @@ class ConvTransposeKernel final : public Kernel {
                           [](du::Layout) { return false; }))
         return nullptr;
       return std::make_shared<ConvTransposePlan>(ConvTransposePlan{
-          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_), with_bias});
+          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_, false, bias_args),
+          with_bias});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -248,9 +251,8 @@ class ConvTransposeKernel final : public Kernel {
 
   Status Execute(const ConvTransposePlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
     return du::Guard("ConvTranspose", [&] {
-      std::unordered_map<int, memory> extra;
-      if (plan.has_bias) extra.emplace(DNNL_ARG_BIAS, du::Wrap(du::PlainDesc(b->shape()), b->raw()));
-      plan.deconv.Run(x.raw(), w.raw(), y.raw(), nullptr, std::move(extra));
+      const void* bias[1] = {plan.has_bias ? b->raw() : nullptr};
+      plan.deconv.Run(x.raw(), w.raw(), y.raw(), nullptr, std::span<const void* const>(bias, plan.has_bias ? 1 : 0));
     });
   }
 

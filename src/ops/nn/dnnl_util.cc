@@ -134,8 +134,12 @@ DnnlWindow ToDnnlWindow(const std::vector<WindowDim>& dims, bool reached_pad_end
 }
 
 ConvPrimitive::ConvPrimitive(const dnnl::primitive_desc& pd, const ConvIo& io, const void* const_weights,
-                             memory* packed_cache, bool reads_dst)
-    : primitive_(pd), io_(io), prim_io_{pd.src_desc(0), pd.weights_desc(0), pd.dst_desc(0)} {
+                             memory* packed_cache, bool reads_dst, std::vector<ConvArg> extra)
+    : primitive_(pd),
+      io_(io),
+      prim_io_{pd.src_desc(0), pd.weights_desc(0), pd.dst_desc(0)},
+      extra_(std::move(extra)),
+      cached_(std::make_shared<Cached>()) {
   const dnnl::engine& e = Engine();
   if (prim_io_.src != io_.src) src_reorder_ = dnnl::reorder({e, io_.src, e, prim_io_.src});
   if (prim_io_.dst != io_.dst) {
@@ -146,43 +150,65 @@ ConvPrimitive::ConvPrimitive(const dnnl::primitive_desc& pd, const ConvIo& io, c
     packed_ = PackWeights(io_.wei, const_weights, prim_io_.wei, *packed_cache);
   else if (prim_io_.wei != io_.wei)
     wei_reorder_ = dnnl::reorder({e, io_.wei, e, prim_io_.wei});
+  cached_->mem = MakeMemories();
+}
+
+ConvPrimitive::Memories ConvPrimitive::MakeMemories() const {
+  const dnnl::engine& e = Engine();
+  Memories m;
+  m.user_src = memory(io_.src, e, nullptr);
+  m.prim_src = src_reorder_ ? memory(prim_io_.src, e, nullptr) : m.user_src;
+  m.user_dst = memory(io_.dst, e, nullptr);
+  m.prim_dst = dst_reorder_ ? memory(prim_io_.dst, e, nullptr) : m.user_dst;
+  if (dst_init_reorder_) m.dst_init = memory(io_.dst, e, nullptr);
+  if (packed_.get(true)) {
+    m.prim_wei = packed_;
+  } else {
+    m.user_wei = memory(io_.wei, e, nullptr);
+    m.prim_wei = wei_reorder_ ? memory(prim_io_.wei, e, nullptr) : m.user_wei;
+  }
+  m.args = {{DNNL_ARG_SRC, m.prim_src}, {DNNL_ARG_WEIGHTS, m.prim_wei}, {DNNL_ARG_DST, m.prim_dst}};
+  for (const ConvArg& a : extra_) {
+    m.extra.emplace_back(a.desc, e, nullptr);
+    m.args.emplace(a.id, m.extra.back());
+  }
+  return m;
 }
 
 void ConvPrimitive::Run(const void* src, const void* weights, void* dst, const void* dst_init,
-                        std::unordered_map<int, memory> extra) const {
+                        std::span<const void* const> extra) const {
+  if (extra.size() != extra_.size()) throw dnnl::error(dnnl_invalid_arguments, "wrong number of extra arguments");
+  std::unique_lock<std::mutex> lock(cached_->mu, std::try_to_lock);
+  Memories fresh;
+  if (!lock.owns_lock()) fresh = MakeMemories();
+  Memories& m = lock.owns_lock() ? cached_->mem : fresh;
   dnnl::stream& s = Stream();
-  const dnnl::engine& e = Engine();
-  memory user_src = Wrap(io_.src, src);
-  memory user_dst = Wrap(io_.dst, dst);
-  memory prim_src = user_src, prim_dst = user_dst;
+  m.user_src.set_data_handle(const_cast<void*>(src));
+  m.user_dst.set_data_handle(dst);
   if (src_reorder_) {
-    prim_src = memory(prim_io_.src, e, Scratch(0, prim_io_.src.get_size()));
-    src_reorder_.execute(s, user_src, prim_src);
+    m.prim_src.set_data_handle(Scratch(0, prim_io_.src.get_size()));
+    src_reorder_.execute(s, m.user_src, m.prim_src);
   }
-  if (dst_reorder_) prim_dst = memory(prim_io_.dst, e, Scratch(1, prim_io_.dst.get_size()));
+  if (dst_reorder_) m.prim_dst.set_data_handle(Scratch(1, prim_io_.dst.get_size()));
   if (dst_init) {
-    if (dst_reorder_) {
-      memory init = Wrap(io_.dst, dst_init);
-      dst_init_reorder_.execute(s, init, prim_dst);
+    if (dst_init_reorder_) {
+      m.dst_init.set_data_handle(const_cast<void*>(dst_init));
+      dst_init_reorder_.execute(s, m.dst_init, m.prim_dst);
     } else if (dst_init != dst) {
       std::memcpy(dst, dst_init, io_.dst.get_size());
     }
   }
-  memory wei;
-  if (packed_.get(true)) {
-    wei = packed_;
-  } else if (wei_reorder_) {
-    wei = memory(prim_io_.wei, e, Scratch(2, prim_io_.wei.get_size()));
-    memory user_wei = Wrap(io_.wei, weights);
-    wei_reorder_.execute(s, user_wei, wei);
-  } else {
-    wei = Wrap(io_.wei, weights);
+  if (!packed_.get(true)) {
+    m.user_wei.set_data_handle(const_cast<void*>(weights));
+    if (wei_reorder_) {
+      m.prim_wei.set_data_handle(Scratch(2, prim_io_.wei.get_size()));
+      wei_reorder_.execute(s, m.user_wei, m.prim_wei);
+    }
   }
-  extra[DNNL_ARG_SRC] = prim_src;
-  extra[DNNL_ARG_WEIGHTS] = wei;
-  extra[DNNL_ARG_DST] = prim_dst;
-  primitive_.execute(s, extra);
-  if (dst_reorder_) dst_reorder_.execute(s, prim_dst, user_dst);
+  size_t i = 0;
+  for (const void* data : extra) m.extra[i++].set_data_handle(const_cast<void*>(data));
+  primitive_.execute(s, m.args);
+  if (dst_reorder_) dst_reorder_.execute(s, m.prim_dst, m.user_dst);
   s.wait();
 }
 

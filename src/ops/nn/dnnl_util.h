@@ -15,6 +15,7 @@
 #include <mutex>
 #include <new>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -231,11 +232,20 @@ struct ConvIo {
   memory::desc src, wei, dst;
 };
 
+// An extra argument of a convolution-like primitive (bias, zero points, ...):
+// oneDNN's argument id and the data's layout. Run() gets the data.
+struct ConvArg {
+  int id;
+  memory::desc desc;
+};
+
 // One convolution-like primitive, built for one input shape, run on the caller's
 // tensors: source and destination are reordered (through the thread's scratch
 // slots 0 and 1) only where the primitive's layouts differ from the caller's;
 // constant weights are packed once, at plan time, other weights are reordered per
-// run (scratch slot 2) when they need it.
+// run (scratch slot 2) when they need it. The memory objects and the argument map
+// are made once and only pointed at each run's data (a run of a small conv costs
+// about as much as making them anew).
 class ConvPrimitive {
  public:
   // `pd`: a convolution or deconvolution primitive descriptor. With
@@ -243,16 +253,16 @@ class ConvPrimitive {
   // are packed into the primitive's layout through PackWeights (`packed_cache` is
   // required then, and shared by the kernel's plans). `reads_dst`: the primitive
   // accumulates into dst (a sum post-op), so Run's `dst_init` is brought into the
-  // primitive's layout first.
+  // primitive's layout first. `extra`: the further arguments Run passes.
   ConvPrimitive(const dnnl::primitive_desc& pd, const ConvIo& io, const void* const_weights = nullptr,
-                memory* packed_cache = nullptr, bool reads_dst = false);
+                memory* packed_cache = nullptr, bool reads_dst = false, std::vector<ConvArg> extra = {});
 
-  // Runs on the caller's src, weights (ignored when packed) and dst, with `extra`
-  // arguments (bias, zero points, ...), and waits. dst_init: dst's prior contents
-  // for a sum post-op (may be dst itself), else null. Throws dnnl::error: call it
-  // inside Guard().
+  // Runs on the caller's src, weights (ignored when packed) and dst, with the
+  // data of the `extra` arguments in their order, and waits. dst_init: dst's prior
+  // contents for a sum post-op (may be dst itself), else null. Throws dnnl::error:
+  // call it inside Guard().
   void Run(const void* src, const void* weights, void* dst, const void* dst_init = nullptr,
-           std::unordered_map<int, memory> extra = {}) const;
+           std::span<const void* const> extra = {}) const;
 
   const ConvIo& io() const { return io_; }
   // The primitive's own layouts.
@@ -260,10 +270,24 @@ class ConvPrimitive {
   bool packed_weights() const { return packed_.get(true) != nullptr; }
 
  private:
+  // The memory objects of one run (handles set per run) and the arguments over them.
+  struct Memories {
+    memory user_src, prim_src, user_dst, prim_dst, user_wei, prim_wei, dst_init;
+    std::vector<memory> extra;
+    std::unordered_map<int, memory> args;
+  };
+  struct Cached {
+    std::mutex mu;  // a kernel runs once at a time; a concurrent run makes its own
+    Memories mem;
+  };
+  Memories MakeMemories() const;
+
   dnnl::primitive primitive_;
   ConvIo io_, prim_io_;
+  std::vector<ConvArg> extra_;
   dnnl::reorder src_reorder_, dst_reorder_, dst_init_reorder_, wei_reorder_;  // null when not needed
   memory packed_;                                                             // packed constant weights, or empty
+  std::shared_ptr<Cached> cached_;
 };
 
 }  // namespace seqto::ops::dnnl_util

@@ -373,13 +373,18 @@ class QConvKernel final : public Kernel {
                                            du::AnyDesc(dst_dims, memory::data_type::s32), win.strides, win.dilations,
                                            win.pad_l, win.pad_r);
       dnnl::primitive_attr attr;
-      if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      std::vector<du::ConvArg> zp_args;
+      if (src_zp) {
+        attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+        zp_args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                           memory::desc({1}, memory::data_type::s32, memory::format_tag::x)});
+      }
       dnnl::convolution_forward::primitive_desc pd;
       if (!du::TryMakePd(pd, [&] { return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine()); }))
         return nullptr;
       if (du::ImplName(pd).find("ref") != std::string::npos) return nullptr;  // no faster than ours
-      return std::make_shared<QConvPlan>(
-          QConvPlan{du::ConvPrimitive(pd, io, const_weights ? wq.data.data() : nullptr, &packed_w_), src_zp});
+      return std::make_shared<QConvPlan>(QConvPlan{
+          du::ConvPrimitive(pd, io, const_weights ? wq.data.data() : nullptr, &packed_w_, false, zp_args), src_zp});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -401,12 +406,8 @@ class QConvKernel final : public Kernel {
     const bool direct = !epi.requantize && !wq.extended && !epi.bias;  // oneDNN's result is Y
     void* plain = direct ? y.raw() : du::Scratch(3, plan->conv.io().dst.get_size());
     SEQTO_RETURN_IF_ERROR(du::Guard(qlinear_ ? "QLinearConv" : "ConvInteger", [&] {
-      std::unordered_map<int, memory> extra;
-      int32_t zp_value = x_zp;
-      if (plan->src_zp)
-        extra.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-                      du::Wrap(memory::desc({1}, memory::data_type::s32, memory::format_tag::x), &zp_value));
-      plan->conv.Run(x.raw(), wq.data.data(), plain, nullptr, std::move(extra));
+      const void* zp[1] = {&x_zp};
+      plan->conv.Run(x.raw(), wq.data.data(), plain, nullptr, std::span<const void* const>(zp, plan->src_zp ? 1 : 0));
     }));
     quant::CountFastRun();
     if (!direct) {

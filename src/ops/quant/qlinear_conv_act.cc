@@ -50,7 +50,7 @@ struct NativeParams {
 
 struct NativePlan {
   du::ConvPrimitive conv;
-  memory bias;
+  std::vector<const void*> args;  // the data of conv's extra arguments (constants in NativeParams)
 };
 
 memory::data_type Dt(DType t) { return t == DType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8; }
@@ -167,14 +167,25 @@ class QLinearConvClampKernel final : public Kernel {
                                            win.pad_l, win.pad_r);
       dnnl::primitive_attr attr;
       attr.set_output_scales(p.scales.size() == 1 ? 0 : 1 << 1, p.scales);
-      if (p.x_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-      if (p.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+      std::vector<du::ConvArg> args{{DNNL_ARG_BIAS, bias_md}};
+      std::vector<const void*> data{p.bias.data()};
+      const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::x);
+      if (p.x_zp != 0) {
+        attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+        args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_md});
+        data.push_back(&p.x_zp);
+      }
+      if (p.y_zp != 0) {
+        attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+        args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zp_md});
+        data.push_back(&p.y_zp);
+      }
       dnnl::convolution_forward::primitive_desc pd;
       if (!du::TryMakePd(pd, [&] { return dnnl::convolution_forward::primitive_desc(desc, attr, du::Engine()); }))
         return nullptr;
       if (du::ImplName(pd).find("ref") != std::string::npos) return nullptr;  // the exact path is no slower
       return std::make_shared<NativePlan>(
-          NativePlan{du::ConvPrimitive(pd, io, p.weights.data(), &packed_weights_), du::Wrap(bias_md, p.bias.data())});
+          NativePlan{du::ConvPrimitive(pd, io, p.weights.data(), &packed_weights_, false, std::move(args)), data});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -200,14 +211,8 @@ class QLinearConvClampKernel final : public Kernel {
     Tensor& y = ctx.Allocate(0, p.y_type, channels_last_ ? ChannelsLastShape(y_shape) : y_shape);
     const Tensor& x = x_in;
     if (y.numel() == 0) return true;
-    SEQTO_RETURN_IF_ERROR(du::Guard("QLinearConv (com.seqto)", [&] {
-      std::unordered_map<int, memory> extra{{DNNL_ARG_BIAS, plan->bias}};
-      int32_t x_zp = p.x_zp, y_zp = p.y_zp;
-      const memory::desc zp_md({1}, memory::data_type::s32, memory::format_tag::x);
-      if (x_zp != 0) extra.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, du::Wrap(zp_md, &x_zp));
-      if (y_zp != 0) extra.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, du::Wrap(zp_md, &y_zp));
-      plan->conv.Run(x.raw(), nullptr, y.raw(), nullptr, std::move(extra));
-    }));
+    SEQTO_RETURN_IF_ERROR(
+        du::Guard("QLinearConv (com.seqto)", [&] { plan->conv.Run(x.raw(), nullptr, y.raw(), nullptr, plan->args); }));
     quant::CountFastRun();
     return true;
   }
