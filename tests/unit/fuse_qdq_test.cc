@@ -240,6 +240,9 @@ class QdqBuilder {
 // without the layout pass (its Transposes are counted in channels_last_test.cc).
 std::map<std::string, int> FusedOps(const ir::Model& m, rewrite::OptimizeOptions options = {}) {
   options.channels_last = false;
+  // What QDQ fusion leaves stays visible: the weights' DequantizeLinears are not
+  // folded (which would let fuse-conv turn the float Conv into a FusedConv).
+  options.fold_constant_weights = false;
   ir::Graph g = m.graph;
   g.NameNodes();
   Status s = rewrite::Optimize(g, options);
