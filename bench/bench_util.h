@@ -1,9 +1,17 @@
-// Small helpers the benchmark programs share.
+// Small helpers the benchmark programs share (bench/bench_util.cc).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "core/shape.h"
+#include "core/stats.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "runtime/session.h"
 
 namespace seqto::bench {
 
@@ -16,5 +24,49 @@ inline std::vector<std::string> SplitList(const std::string& text) {
     if (!item.empty()) items.push_back(item);
   return items;
 }
+
+// A comma list of positive counts (threads, batch sizes): "1,2" -> {1, 2}. The error
+// names `option` and the item that is not a count.
+Expected<std::vector<int>> ParseCounts(const std::string& option, const std::string& text);
+
+// How long to measure: `warmup` untimed runs, then `runs` timed runs, but no more
+// once `budget_s` seconds of timed runs have passed and at least `min_runs` ran
+// (big models at batch 16 get fewer runs; 0: no budget).
+struct Timing {
+  int runs = 10, warmup = 2, min_runs = 3;
+  double budget_s = 0;
+};
+
+// Median-based latency of seqto's engine (an in-process runtime::Session with
+// `threads` threads; optimize = false: the unoptimized graph). stats.runs says how
+// many timed runs the budget allowed.
+Expected<LatencyStats> TimeSeqto(const ir::Model& model, const runtime::TensorMap& inputs, int threads,
+                                 const Timing& timing, bool optimize = true);
+
+// Uniform random float32 in [-1, 1] with a fixed seed: the same input for every runtime.
+Tensor RandomInput(const Shape& shape, unsigned seed = 42);
+
+// The single input's shape at `batch`: `dims` (the dimensions after the batch) when
+// given, else the model's, which must then be known.
+Expected<Shape> InputShape(const ir::Model& model, int batch, const std::vector<int64_t>& dims = {});
+
+// "12.34" (two decimals), or "n/a" for a negative value (not measured).
+std::string Fmt(double ms);
+// a / b with two decimals (and `suffix`), or "n/a" when either is missing.
+std::string Ratio(double a, double b, const char* suffix = "");
+// A measured value or JSON null (negative: not measured).
+nlohmann::json JsonMs(double ms);
+double Median(std::vector<double> values);  // NaN for none
+
+// Runs a program (argv[0] a path) to its end with stdin from /dev/null; returns its
+// exit code and its stdout and stderr together.
+struct CommandResult {
+  int exit_code = 0;
+  std::string output;
+};
+Expected<CommandResult> RunCommand(const std::vector<std::string>& argv);
+
+// Writes `j` (indented) to `path`; the error names the file.
+Status WriteJson(const std::string& path, const nlohmann::json& j);
 
 }  // namespace seqto::bench

@@ -16,12 +16,10 @@
 // int8 speed-up.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,38 +45,8 @@ struct Row {
   std::string note;
 };
 
-Expected<LatencyStats> TimeSeqto(const ir::Model& model, const Tensor& input, int threads, int runs, int warmup,
-                                 bool optimize = true) {
-  runtime::SessionOptions options;
-  options.threads = threads;
-  options.optimize = optimize;
-  SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, options));
-  const runtime::TensorMap inputs = {{model.graph.inputs.at(0).name, input}};
-  std::vector<double> times;
-  for (int i = 0; i < warmup + runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto out = session->Run(inputs);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (!out) return out.error();
-    if (i >= warmup) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  return Summarize(times);
-}
-
-std::string Fmt(double ms) {
-  if (ms < 0) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", ms);
-  return buf;
-}
-
-// a / b with two decimals (and `suffix`), or "n/a" when either is missing.
-std::string Ratio(double a, double b, const char* suffix = "") {
-  if (a <= 0 || b <= 0) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%s", a / b, suffix);
-  return buf;
-}
+using bench::Fmt;
+using bench::Ratio;
 
 void PrintRow(const Row& r) {
   std::printf("%-16s %6d %8d %12s %12s %10s %12s %10s%s%s\n", r.model.c_str(), r.batch, r.threads,
@@ -121,16 +89,15 @@ int main(int argc, char** argv) {
     if (app.count("--warmup") == 0) warmup = 1;
   }
   const std::vector<int> batches = quick ? std::vector<int>{1} : std::vector<int>{1, 16};
-  std::vector<int> thread_counts;
-  for (const std::string& t : bench::SplitList(threads_list)) {
-    char* end = nullptr;
-    const long v = std::strtol(t.c_str(), &end, 10);
-    if (*end != '\0' || v < 1 || v > 1024) {
-      std::fprintf(stderr, "engine_vs_ort: --threads: '%s' is not a thread count\n", t.c_str());
-      return 1;
-    }
-    thread_counts.push_back(static_cast<int>(v));
+  auto thread_counts_or = bench::ParseCounts("--threads", threads_list);
+  if (!thread_counts_or) {
+    std::fprintf(stderr, "engine_vs_ort: %s\n", thread_counts_or.error().message.c_str());
+    return 1;
   }
+  const std::vector<int> thread_counts = *thread_counts_or;
+  bench::Timing timing;
+  timing.runs = runs;
+  timing.warmup = warmup;
 
   if (Status s = no_ort ? Status::Ok() : testing::OrtAvailable(); !s.ok()) {
     std::fprintf(stderr, "engine_vs_ort: %s\n", s.message().c_str());
@@ -165,16 +132,14 @@ int main(int argc, char** argv) {
                      path.c_str(), in.name.c_str(), in.Describe().c_str());
         return 1;
       }
-      Tensor input(DType::kFloat32, shape);
-      std::mt19937 rng(42);
-      std::uniform_real_distribution<float> dist(-1.f, 1.f);
-      for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = dist(rng);
+      const Tensor input = bench::RandomInput(shape);
       for (int threads : thread_counts) {
         Row row;
         row.model = name;
         row.batch = batch;
         row.threads = threads;
-        auto ours = TimeSeqto(*model, input, threads, runs, warmup);
+        const runtime::TensorMap inputs = {{in.name, input}};
+        auto ours = bench::TimeSeqto(*model, inputs, threads, timing);
         if (ours)
           row.seqto_ms = ours->p50;
         else {
@@ -186,7 +151,7 @@ int main(int argc, char** argv) {
               name.size() > 4 && name.compare(name.size() - 4, 4, "_qdq") == 0 ? name.substr(0, name.size() - 4) : "";
           for (const Row& f : rows)
             if (f.model == float_name && f.batch == batch && f.threads == threads) row.float_ms = f.seqto_ms;
-          auto unfused = TimeSeqto(*model, input, threads, runs, warmup, /*optimize=*/false);
+          auto unfused = bench::TimeSeqto(*model, inputs, threads, timing, /*optimize=*/false);
           if (unfused)
             row.unfused_ms = unfused->p50;
           else {
@@ -229,13 +194,10 @@ int main(int argc, char** argv) {
       if (!r.note.empty()) o["error"] = r.note;
       j["rows"].push_back(o);
     }
-    std::FILE* f = std::fopen(json_path.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "engine_vs_ort: %s: cannot write file\n", json_path.c_str());
+    if (Status s = bench::WriteJson(json_path, j); !s.ok()) {
+      std::fprintf(stderr, "engine_vs_ort: %s\n", s.message().c_str());
       return 1;
     }
-    std::fputs((j.dump(2) + "\n").c_str(), f);
-    std::fclose(f);
   }
   return failed ? 1 : 0;
 }
