@@ -1,0 +1,400 @@
+// mixed_precision: how fast seqto runs the candidates of a `damage` linear sweep.
+//
+//   mixed_precision MODEL.onnx --data D [--preprocess P] [--samples S] [--calib-samples C] [--per-channel]
+//                   [--greedy-steps G] [--ks 0,1,2,4,8,16,n] [--batches 1,16] [--threads 1,2] [--runs R]
+//                   [--warmup W] [--budget S] [--work-dir DIR] [--quick] [--no-ort] [--json F]
+//
+// Issue 13, point 1. `seqto analyze` ranks the float model's quantization groups
+// (the `damage` order, on --samples of --data); `seqto quantize --exclude` makes the
+// candidate that leaves the first k groups float, for each k of --ks (capped at the
+// number of groups n). Each candidate, the float model and the fully quantized one
+// (k = 0) are timed in seqto and ONNX Runtime (the same file, the same random input)
+// for each batch size and thread count, and compared with the bound
+//   int8_ms + (float_ms - int8_ms) * (share of the model's MACs in the excluded groups) + 0.1 * float_ms
+// where float_ms and int8_ms are seqto's own latencies of the float model and of k = 0.
+// The MACs (multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul, batch 1)
+// come from the prepared float model's inferred shapes, per node; a group's are its
+// nodes'. Prints per k: seqto ms, ORT ms, the bound, seqto/ORT and seqto/bound, then
+// one line per target (seqto/bound <= 1.0 and seqto/ORT <= 0.9 on every row).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "core/parallel.h"
+#include "onnxio/model_io.h"
+#include "quant/quantize.h"
+#include "runtime/session.h"
+#include "support/ort_oracle.h"
+
+namespace {
+
+using namespace seqto;
+namespace fs = std::filesystem;
+
+constexpr double kBoundTarget = 1.0;  // seqto/bound on every row
+constexpr double kOrtTarget = 0.9;    // seqto/ORT on every row
+
+struct Args {
+  std::string model, data, preprocess, work_dir, json, ks = "0,1,2,4,8,16,n", batches = "1,16", threads = "1,2";
+  size_t samples = 64, calib_samples = 64, greedy_steps = 8;
+  bool per_channel = false, quick = false, no_ort = false;
+  bench::Timing timing;
+};
+
+// A dimension of a value in the prepared model: unknown and symbolic ones count as 1
+// (the batch), so MACs are per sample.
+std::vector<int64_t> DimsOf(const ir::Graph& g, const std::string& name) {
+  if (auto it = g.initializers.find(name); it != g.initializers.end()) return it->second.shape();
+  const ir::ValueInfo* vi = g.FindValueInfo(name);
+  if (!vi)
+    for (const auto* list : {&g.inputs, &g.outputs})
+      for (const auto& v : *list)
+        if (v.name == name) vi = &v;
+  std::vector<int64_t> dims;
+  if (vi && vi->shape)
+    for (const ir::Dim& d : *vi->shape) dims.push_back(d.known() ? d.value : 1);
+  return dims;
+}
+
+int64_t Product(const std::vector<int64_t>& dims, size_t from = 0) {
+  int64_t p = 1;
+  for (size_t i = from; i < dims.size(); ++i) p *= dims[i];
+  return p;
+}
+
+// Multiply-accumulates of one node at batch 1 (0 for ops that are not Conv,
+// ConvTranspose, Gemm or MatMul, or whose shapes inference left unknown).
+int64_t NodeMacs(const ir::Graph& g, const ir::Node& n) {
+  if (n.inputs.size() < 2 || n.outputs.empty()) return 0;
+  const auto w = DimsOf(g, n.inputs[1]);
+  if (n.op_type == "Conv" && w.size() >= 3) return Product(DimsOf(g, n.outputs[0])) * Product(w, 1);
+  if (n.op_type == "ConvTranspose" && w.size() >= 3) return Product(DimsOf(g, n.inputs[0])) * Product(w, 1);
+  if (n.op_type == "Gemm" && w.size() == 2) {
+    const auto trans_b = n.attr_int("transB", 0);
+    const int64_t k = trans_b && *trans_b ? w[1] : w[0];
+    return Product(DimsOf(g, n.outputs[0])) * k;
+  }
+  if (n.op_type == "MatMul") {
+    const auto a = DimsOf(g, n.inputs[0]);
+    return a.empty() ? 0 : Product(DimsOf(g, n.outputs[0])) * a.back();
+  }
+  return 0;
+}
+
+struct Candidate {
+  size_t k = 0;
+  std::string path;
+  double mac_share = 0;
+  std::vector<std::string> groups;  // the excluded groups, in damage order
+};
+
+struct Row {
+  std::string label;  // "float" or "k=N"
+  size_t k = 0;
+  double mac_share = 0;
+  int batch = 0, threads = 0;
+  double seqto_ms = -1, ort_ms = -1, bound_ms = -1;
+  std::string error;
+};
+
+// Runs a seqto subcommand; on failure the error carries its last output line.
+Status RunSeqto(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {SEQTO_EXECUTABLE};
+  argv.insert(argv.end(), args.begin(), args.end());
+  SEQTO_ASSIGN_OR_RETURN(auto result, bench::RunCommand(argv));
+  if (result.exit_code == 0) return Status::Ok();
+  std::string tail = result.output;
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  if (const size_t nl = tail.rfind('\n'); nl != std::string::npos) tail = tail.substr(nl + 1);
+  return UserError("seqto " + args.at(0) + " failed: " + tail);
+}
+
+// The options analyze and quantize share (data, preprocessing, calibration, weights).
+std::vector<std::string> CalibArgs(const Args& a) {
+  std::vector<std::string> args = {"--calib-samples", std::to_string(a.calib_samples)};
+  if (!a.preprocess.empty()) args.insert(args.end(), {"--preprocess", a.preprocess});
+  if (a.per_channel) args.push_back("--per-channel");
+  return args;
+}
+
+Expected<std::vector<size_t>> ParseKs(const std::string& text, size_t n) {
+  std::set<size_t> ks = {0};  // k = 0 (all quantized) is the bound's int8_ms
+  for (const std::string& item : bench::SplitList(text)) {
+    if (item == "n") {
+      ks.insert(n);
+      continue;
+    }
+    if (item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos)
+      return UserError("--ks: '" + item + "' is not a group count (or n)");
+    ks.insert(std::min<size_t>(std::stoul(item), n));
+  }
+  return std::vector<size_t>(ks.begin(), ks.end());
+}
+
+void PrintRow(const Row& r) {
+  char share[16] = "";
+  if (r.label != "float") std::snprintf(share, sizeof share, "%.1f%%", 100 * r.mac_share);
+  std::printf("%-7s %9s %5d %7d %10s %10s %10s %9s %11s%s%s\n", r.label.c_str(), share, r.batch, r.threads,
+              bench::Fmt(r.seqto_ms).c_str(), bench::Fmt(r.ort_ms).c_str(), bench::Fmt(r.bound_ms).c_str(),
+              bench::Ratio(r.seqto_ms, r.ort_ms).c_str(), bench::Ratio(r.seqto_ms, r.bound_ms).c_str(),
+              r.error.empty() ? "" : "   ", r.error.c_str());
+  std::fflush(stdout);
+}
+
+// One line per target; returns them as JSON.
+nlohmann::json PrintTargets(const std::vector<Row>& rows) {
+  std::vector<std::string> over_bound, over_ort;
+  size_t bound_rows = 0, ort_rows = 0;
+  auto name = [](const Row& r) { return r.label + " b" + std::to_string(r.batch) + " t" + std::to_string(r.threads); };
+  for (const Row& r : rows) {
+    if (r.label == "float") continue;
+    if (r.seqto_ms > 0 && r.bound_ms > 0) {
+      ++bound_rows;
+      if (r.seqto_ms / r.bound_ms > kBoundTarget)
+        over_bound.push_back(name(r) + " " + bench::Ratio(r.seqto_ms, r.bound_ms));
+    }
+    if (r.seqto_ms > 0 && r.ort_ms > 0) {
+      ++ort_rows;
+      if (r.seqto_ms / r.ort_ms > kOrtTarget) over_ort.push_back(name(r) + " " + bench::Ratio(r.seqto_ms, r.ort_ms));
+    }
+  }
+  auto line = [](const char* what, double target, size_t measured, const std::vector<std::string>& over) {
+    const bool met = measured > 0 && over.empty();
+    std::printf("target %s <= %.1f on every candidate row: %s", what, target, met ? "met" : "missed");
+    if (measured == 0) std::printf(" (no row measured)");
+    if (!over.empty()) {
+      std::string s;
+      for (const auto& o : over) s += (s.empty() ? "" : ", ") + o;
+      std::printf(" (%zu of %zu rows over: %s)", over.size(), measured, s.c_str());
+    }
+    std::printf("\n");
+    return met;
+  };
+  std::printf("\n");
+  nlohmann::json j;
+  j["bound_met"] = line("seqto/bound", kBoundTarget, bound_rows, over_bound);
+  j["bound_over"] = over_bound;
+  j["ort_met"] = line("seqto/ort", kOrtTarget, ort_rows, over_ort);
+  j["ort_over"] = over_ort;
+  return j;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "mixed_precision: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  UsePassiveThreadWaits(argv);  // as the seqto executable does
+  CLI::App app{"Latency of a damage linear sweep's candidates in seqto and ONNX Runtime, against the MAC bound"};
+  Args a;
+  a.timing.budget_s = 5;
+  app.add_option("model", a.model, "Float ONNX model")->required();
+  app.add_option("--data", a.data, "Calibration and ranking data: .npy, image folder, ... (as seqto analyze)")
+      ->required();
+  app.add_option("--preprocess", a.preprocess, "Preprocessing of image data (as seqto analyze)");
+  app.add_option("--samples", a.samples, "Ranking samples for seqto analyze (default 64)");
+  app.add_option("--calib-samples", a.calib_samples, "Calibration samples (default 64)");
+  app.add_option("--greedy-steps", a.greedy_steps, "seqto analyze's interaction-search depth (default 8)");
+  app.add_flag("--per-channel", a.per_channel, "Per-channel weights (default per-tensor)");
+  app.add_option("--ks", a.ks, "Groups to exclude, first of the damage order (default 0,1,2,4,8,16,n; n = all)");
+  app.add_option("--batches", a.batches, "Comma-separated batch sizes (default 1,16; 1 with --quick)");
+  app.add_option("--threads", a.threads, "Comma-separated thread counts (default 1,2)");
+  app.add_option("--runs", a.timing.runs, "Timed runs per measurement at most (default 10; 3 with --quick)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.timing.warmup, "Untimed runs before timing (default 2; 1 with --quick)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--budget", a.timing.budget_s,
+                 "Seconds of timed runs per measurement after which no more runs start (0: no limit; default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--work-dir", a.work_dir,
+                 "Folder for the analysis and the candidates (default: <build>/bench/mp/<model>)");
+  app.add_flag("--quick", a.quick, "Batch 1 only, 3 runs, 1 warm-up, 16 ranking and calibration samples, no searches");
+  app.add_flag("--no-ort", a.no_ort, "Time seqto only");
+  app.add_option("--json", a.json, "Also write the candidates, rows and targets as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (a.quick) {
+    if (app.count("--runs") == 0) a.timing.runs = 3;
+    if (app.count("--warmup") == 0) a.timing.warmup = 1;
+    if (app.count("--batches") == 0) a.batches = "1";
+    if (app.count("--samples") == 0) a.samples = 16;
+    if (app.count("--calib-samples") == 0) a.calib_samples = 16;
+    if (app.count("--greedy-steps") == 0) a.greedy_steps = 0;
+  }
+  auto batches = bench::ParseCounts("--batches", a.batches);
+  if (!batches) return Fail(batches.error().message);
+  auto thread_counts = bench::ParseCounts("--threads", a.threads);
+  if (!thread_counts) return Fail(thread_counts.error().message);
+  if (Status s = a.no_ort ? Status::Ok() : testing::OrtAvailable(); !s.ok()) return Fail(s.message());
+  if (a.work_dir.empty()) a.work_dir = (fs::path(SEQTO_BENCH_BINARY_DIR) / "mp" / fs::path(a.model).stem()).string();
+  std::error_code ec;
+  fs::create_directories(a.work_dir, ec);
+  if (ec) return Fail(a.work_dir + ": cannot create folder: " + ec.message());
+
+  // MACs per node of the prepared model (the node names the groups use).
+  auto float_model = onnxio::LoadModel(a.model);
+  if (!float_model) return Fail(float_model.error().message);
+  auto prepared = quant::QuantPlan::Prepare(*float_model);
+  if (!prepared) return Fail(a.model + ": " + prepared.error().message);
+  std::map<std::string, int64_t> node_macs;
+  int64_t total_macs = 0;
+  for (const ir::Node& n : prepared->graph.nodes) total_macs += node_macs[n.name] = NodeMacs(prepared->graph, n);
+  if (total_macs == 0) return Fail(a.model + ": no Conv, ConvTranspose, Gemm or MatMul with known shapes (no MACs)");
+
+  // The damage order.
+  const std::string analysis_path = (fs::path(a.work_dir) / "analysis.json").string();
+  std::printf("ranking: seqto analyze on %zu samples of %s\n", a.samples, a.data.c_str());
+  std::vector<std::string> analyze = {"analyze",        a.model,
+                                      "--data",         a.data,
+                                      "--samples",      std::to_string(a.samples),
+                                      "--greedy-steps", std::to_string(a.greedy_steps),
+                                      "--json",         analysis_path};
+  const auto calib_args = CalibArgs(a);
+  analyze.insert(analyze.end(), calib_args.begin(), calib_args.end());
+  if (Status s = RunSeqto(analyze); !s.ok()) return Fail(s.message());
+  nlohmann::json analysis;
+  try {
+    std::ifstream in(analysis_path);
+    analysis = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    return Fail(analysis_path + ": " + e.what());
+  }
+  if (!analysis.contains("rankings") || !analysis["rankings"].contains("damage"))
+    return Fail(analysis_path + ": no 'damage' ranking (did the sensitivity pass run?)");
+  const auto order = analysis["rankings"]["damage"].get<std::vector<std::string>>();
+  std::map<std::string, std::vector<std::string>> group_nodes;
+  for (const auto& g : analysis["groups"]) group_nodes[g["name"]] = g["nodes"].get<std::vector<std::string>>();
+  auto ks = ParseKs(a.ks, order.size());
+  if (!ks) return Fail(ks.error().message);
+
+  // The candidates.
+  std::vector<Candidate> candidates;
+  for (size_t k : *ks) {
+    Candidate c;
+    c.k = k;
+    c.path = (fs::path(a.work_dir) / ("k" + std::to_string(k) + ".onnx")).string();
+    c.groups.assign(order.begin(), order.begin() + k);
+    std::string exclude;
+    int64_t macs = 0;
+    for (const std::string& g : c.groups)
+      for (const std::string& node : group_nodes[g]) {
+        exclude += (exclude.empty() ? "" : ",") + node;
+        macs += node_macs.count(node) ? node_macs[node] : 0;
+      }
+    c.mac_share = static_cast<double>(macs) / static_cast<double>(total_macs);
+    std::vector<std::string> quantize = {"quantize", a.model, "-o", c.path, "--calib-data", a.data};
+    quantize.insert(quantize.end(), calib_args.begin(), calib_args.end());
+    if (!exclude.empty()) quantize.insert(quantize.end(), {"--exclude", exclude});
+    std::printf("candidate k=%zu: %zu groups float, %.1f%% of %.1f M MACs -> %s\n", k, c.groups.size(),
+                100 * c.mac_share, total_macs / 1e6, c.path.c_str());
+    if (Status s = RunSeqto(quantize); !s.ok()) return Fail(s.message());
+    candidates.push_back(c);
+  }
+
+  std::printf(
+      "\nseqto vs ONNX Runtime on the candidates, median latency (ms per batch) of up to %d runs (%.0f s budget) "
+      "after %d warm-up%s;\nbound = int8 + (float - int8) * MAC share + 0.1 * float, with seqto's float and k=0 ms\n",
+      a.timing.runs, a.timing.budget_s, a.timing.warmup, a.timing.warmup == 1 ? "" : "s");
+  std::printf("%-7s %9s %5s %7s %10s %10s %10s %9s %11s\n", "k", "MAC share", "batch", "threads", "seqto ms", "ort ms",
+              "bound ms", "seqto/ort", "seqto/bound");
+  std::vector<ir::Model> models;
+  for (const Candidate& c : candidates) {
+    auto m = onnxio::LoadModel(c.path);
+    if (!m) return Fail(m.error().message);
+    models.push_back(std::move(*m));
+  }
+  std::vector<Row> rows;
+  bool failed = false;
+  // Times one model file; fills the row's seqto and ORT latencies.
+  auto measure = [&](Row& row, const ir::Model& model, const std::string& path) {
+    auto shape = bench::InputShape(model, row.batch);
+    if (!shape) {
+      row.error = path + ": " + shape.error().message;
+      failed = true;
+      return;
+    }
+    const std::string input_name = model.graph.inputs[0].name;
+    const Tensor input = bench::RandomInput(*shape);
+    auto ours = bench::TimeSeqto(model, {{input_name, input}}, row.threads, a.timing);
+    if (ours)
+      row.seqto_ms = ours->p50;
+    else {
+      row.error = "seqto: " + ours.error().message;
+      failed = true;
+    }
+    if (a.no_ort) return;
+    testing::OrtOptions ort_options;
+    ort_options.threads = row.threads;
+    auto ort = testing::OrtBenchmark(path, {{input_name, input}}, ours ? ours->runs : a.timing.runs, a.timing.warmup,
+                                     ort_options);
+    if (ort)
+      row.ort_ms = ort->p50;
+    else {
+      row.error += (row.error.empty() ? "ort: " : "; ort: ") + ort.error().message;
+      failed = true;
+    }
+  };
+  for (int batch : *batches)
+    for (int threads : *thread_counts) {
+      Row f;
+      f.label = "float";
+      f.batch = batch;
+      f.threads = threads;
+      measure(f, *float_model, a.model);
+      PrintRow(f);
+      rows.push_back(f);
+      double int8_ms = -1;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        Row r;
+        r.label = "k=" + std::to_string(candidates[i].k);
+        r.k = candidates[i].k;
+        r.mac_share = candidates[i].mac_share;
+        r.batch = batch;
+        r.threads = threads;
+        measure(r, models[i], candidates[i].path);
+        if (r.k == 0) int8_ms = r.seqto_ms;
+        if (f.seqto_ms > 0 && int8_ms > 0)
+          r.bound_ms = int8_ms + (f.seqto_ms - int8_ms) * r.mac_share + 0.1 * f.seqto_ms;
+        PrintRow(r);
+        rows.push_back(r);
+      }
+    }
+  const nlohmann::json targets = PrintTargets(rows);
+
+  if (!a.json.empty()) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["total_macs"] = total_macs;
+    j["groups"] = order.size();
+    j["candidates"] = nlohmann::json::array();
+    for (const Candidate& c : candidates)
+      j["candidates"].push_back({{"k", c.k}, {"path", c.path}, {"mac_share", c.mac_share}, {"groups", c.groups}});
+    j["rows"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json o = {{"candidate", r.label}, {"batch", r.batch}, {"threads", r.threads}};
+      if (r.label != "float") {
+        o["k"] = r.k;
+        o["mac_share"] = r.mac_share;
+      }
+      o["seqto_ms"] = bench::JsonMs(r.seqto_ms);
+      o["ort_ms"] = bench::JsonMs(r.ort_ms);
+      o["bound_ms"] = bench::JsonMs(r.bound_ms);
+      if (!r.error.empty()) o["error"] = r.error;
+      j["rows"].push_back(o);
+    }
+    j["targets"] = targets;
+    if (Status s = bench::WriteJson(a.json, j); !s.ok()) return Fail(s.message());
+  }
+  return failed ? 1 : 0;
+}
