@@ -238,6 +238,8 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   j["full_output_sqnr_db"] = Num(analysis->full_output_sqnr_db);
   j["seconds"] = analysis->seconds;
   j["groups"] = tune::AnalysisGroupsJson(*analysis);
+  j["macs"] = plan->model_macs();
+  j["macs_unknown_nodes"] = plan->macs_unknown_nodes();
   if (aopts.sensitivity) j["sensitivity_full_loss"] = Num(analysis->sensitivity_full_loss);
   j["greedy_order"] = tune::SearchOrderJson(analysis->greedy);
   j["backward_order"] = tune::SearchOrderJson(analysis->backward);

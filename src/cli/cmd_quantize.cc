@@ -153,7 +153,11 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
                              {"activations", g.activations},
                              {"owned_qdq_nodes", g.owned_qdq_nodes},
                              {"weight_elements", g.weight_elements},
-                             {"output_channels", g.output_channels}});
+                             {"output_channels", g.output_channels},
+                             {"macs", g.macs >= 0 ? json(g.macs) : json(nullptr)}});
+    // MACs at batch 1 of every Conv/ConvTranspose/Gemm/MatMul, quantized or not.
+    j["macs"] = plan->model_macs();
+    j["macs_unknown_nodes"] = plan->macs_unknown_nodes();
     // Nodes in execution order; excluded: nodes of a quantizable op type that the
     // name filters (nodes_to_quantize / nodes_to_exclude) left out.
     j["quantized_nodes"] = json::array();

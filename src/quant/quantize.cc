@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "onnxio/model_io.h"
+#include "quant/macs.h"
 #include "quant/node_filter.h"
 #include "quant/qdq_internal.h"
 #include "rewrite/passes.h"
@@ -267,6 +268,7 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
       plan.groups_.push_back(std::move(g));
       plan.group_nodes_.push_back({i});
     }
+    plan.CountGroupMacs();
     return plan;
   }
 
@@ -464,7 +466,16 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
     plan.groups_.push_back(std::move(qg));
     plan.group_nodes_.push_back(g.nodes);
   }
+  plan.CountGroupMacs();
   return plan;
+}
+
+void QuantPlan::CountGroupMacs() {
+  const MacCount count = CountMacs(prepared_);
+  model_macs_ = count.total;
+  macs_unknown_nodes_ = count.unknown;
+  const std::vector<int64_t> macs = GroupMacs(groups_, count);
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].macs = macs[g];
 }
 
 const QuantGroup* QuantPlan::FindGroup(const std::string& name) const {

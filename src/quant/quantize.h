@@ -81,6 +81,7 @@ struct QuantGroup {
   size_t order = 0;             // position in execution order
   int64_t weight_elements = 0;  // total weight elements (the STM32 ranker's key)
   int64_t output_channels = 0;  // output channels of the weight (0 if none)
+  int64_t macs = -1;            // multiply-accumulates at batch 1 (quant/macs.h); -1: unknown
 };
 
 // What an excluded group falls back to.
@@ -115,6 +116,10 @@ class QuantPlan {
   const QuantOptions& options() const { return options_; }
   const std::vector<QuantGroup>& groups() const { return groups_; }
   const QuantGroup* FindGroup(const std::string& name) const;
+  // MACs of the whole prepared model at batch 1 (every counted node, quantized or
+  // not; quant/macs.h), and its counted nodes whose shapes are unknown.
+  int64_t model_macs() const { return model_macs_; }
+  const std::vector<std::string>& macs_unknown_nodes() const { return macs_unknown_nodes_; }
 
   // The QDQ model with every group except `excluded` quantized, built from the
   // prepared model, the ranges and the options alone (deterministic). A tensor gets
@@ -140,6 +145,9 @@ class QuantPlan {
   TensorRanges ranges_;  // as calibrated, adjusted as ORT does (Relu/Clip inputs, Softmax outputs)
   std::vector<QuantGroup> groups_;
   std::vector<std::vector<size_t>> group_nodes_;  // prepared-graph node indices of each group
+  int64_t model_macs_ = 0;
+  std::vector<std::string> macs_unknown_nodes_;
+  void CountGroupMacs();
   // Weight scales/zero points, computed once and shared by every Materialize (and by
   // copies of the plan).
   std::shared_ptr<detail::ParamCache> cache_;

@@ -116,6 +116,7 @@ json AnalysisGroupsJson(const quant::AnalysisResult& analysis) {
                       {"op_type", g.op_type},
                       {"nodes", g.nodes},
                       {"order", g.order},
+                      {"macs", g.macs >= 0 ? json(g.macs) : json(nullptr)},
                       {"weight_sqnr_db", NullIfNotFinite(g.weight_sqnr_db)},
                       {"qdq_sqnr_db", NullIfNotFinite(g.qdq_sqnr_db)},
                       {"xmodel_sqnr_db", NullIfNotFinite(g.xmodel_sqnr_db)},
@@ -447,6 +448,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     json j;
     groups_json = AnalysisGroupsJson(analysis);
     j["groups"] = groups_json;
+    j["macs"] = plan.model_macs();
     j["greedy_order"] = SearchOrderJson(analysis.greedy);
     j["backward_order"] = SearchOrderJson(analysis.backward);
     quant::RankOptions ropts;
@@ -558,6 +560,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     report["settings"] = report_settings;
     report["baseline"] = baseline;
     report["groups"] = groups_json;
+    report["macs"] = plan.model_macs();
     report["ranking"] = order;
     report["complete"] = final;
     report["machine_busy"] = MachineBusyJson(baseline, list, measure_threads);

@@ -57,6 +57,23 @@ void CheckOutput(const fs::path& model, const nlohmann::json& j, const std::stri
     for (const auto& q : g["owned_qdq_nodes"]) EXPECT_TRUE(nodes.count(q.get<std::string>())) << q;
   }
   EXPECT_EQ(j["quantized_nodes"].size(), grouped);
+  // MACs at batch 1 (the unit tests check the counts by hand): every group of these
+  // models has a count, and the groups hold at most the model's.
+  ASSERT_TRUE(j.contains("macs"));
+  EXPECT_GT(j["macs"].get<int64_t>(), 0);
+  EXPECT_TRUE(j["macs_unknown_nodes"].empty());
+  int64_t group_macs = 0;
+  for (const auto& g : j["groups"]) {
+    ASSERT_TRUE(g["macs"].is_number_integer()) << g["name"];
+    // Add and pooling groups do no multiply-accumulates.
+    const std::string op = g.value("op_type", "");
+    if (op == "Conv" || op == "Gemm" || op == "MatMul")
+      EXPECT_GT(g["macs"].get<int64_t>(), 0) << g["name"];
+    else
+      EXPECT_EQ(g["macs"].get<int64_t>(), 0) << g["name"];
+    group_macs += g["macs"].get<int64_t>();
+  }
+  EXPECT_LE(group_macs, j["macs"].get<int64_t>());
 }
 
 TEST(QuantizeCli, StaticWithCalibrationData) {

@@ -364,6 +364,7 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
     a.order = groups[g].order;
     a.weight_elements = groups[g].weight_elements;
     a.output_channels = groups[g].output_channels;
+    a.macs = groups[g].macs;
     SEQTO_ASSIGN_OR_RETURN(a.weight_sqnr_db, WeightSqnr(groups[g], float_model.graph, full.graph, index));
     // A group judged by several activations takes the worst of them.
     for (const auto& t : group_activations[g]) {

@@ -64,6 +64,7 @@ struct GroupAnalysis {
   size_t order = 0;
   int64_t weight_elements = 0;
   int64_t output_channels = 0;
+  int64_t macs = -1;          // at batch 1 (QuantGroup::macs); -1: unknown
   double weight_sqnr_db = 0;  // NaN when the group has no quantized weight
   double qdq_sqnr_db = 0;     // NaN when the group has no quantized activation
   double xmodel_sqnr_db = 0;  // NaN when the group has no quantized activation
