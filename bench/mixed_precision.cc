@@ -12,10 +12,9 @@
 // for each batch size and thread count, and compared with the bound
 //   int8_ms + (float_ms - int8_ms) * (share of the model's MACs in the excluded groups) + 0.1 * float_ms
 // where float_ms and int8_ms are seqto's own latencies of the float model and of k = 0.
-// The MACs (multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul, batch 1)
-// come from the prepared float model's inferred shapes, per node; a group's are its
-// nodes'. Prints per k: seqto ms, ORT ms, the bound, seqto/ORT and seqto/bound, then
-// one line per target (seqto/bound <= 1.0 and seqto/ORT <= 0.9 on every row).
+// The MACs (multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul at batch 1,
+// quant/macs.h) of the model and of each group come from the analysis JSON. Prints per k: seqto ms, ORT ms, the bound,
+// seqto/ORT and seqto/bound, then one line per target (seqto/bound <= 1.0 and seqto/ORT <= 0.9 on every row).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -31,7 +30,6 @@
 #include "bench_util.h"
 #include "core/parallel.h"
 #include "onnxio/model_io.h"
-#include "quant/quantize.h"
 #include "runtime/session.h"
 #include "support/ort_oracle.h"
 
@@ -50,50 +48,10 @@ struct Args {
   bench::Timing timing;
 };
 
-// A dimension of a value in the prepared model: unknown and symbolic ones count as 1
-// (the batch), so MACs are per sample.
-std::vector<int64_t> DimsOf(const ir::Graph& g, const std::string& name) {
-  if (auto it = g.initializers.find(name); it != g.initializers.end()) return it->second.shape();
-  const ir::ValueInfo* vi = g.FindValueInfo(name);
-  if (!vi)
-    for (const auto* list : {&g.inputs, &g.outputs})
-      for (const auto& v : *list)
-        if (v.name == name) vi = &v;
-  std::vector<int64_t> dims;
-  if (vi && vi->shape)
-    for (const ir::Dim& d : *vi->shape) dims.push_back(d.known() ? d.value : 1);
-  return dims;
-}
-
-int64_t Product(const std::vector<int64_t>& dims, size_t from = 0) {
-  int64_t p = 1;
-  for (size_t i = from; i < dims.size(); ++i) p *= dims[i];
-  return p;
-}
-
-// Multiply-accumulates of one node at batch 1 (0 for ops that are not Conv,
-// ConvTranspose, Gemm or MatMul, or whose shapes inference left unknown).
-int64_t NodeMacs(const ir::Graph& g, const ir::Node& n) {
-  if (n.inputs.size() < 2 || n.outputs.empty()) return 0;
-  const auto w = DimsOf(g, n.inputs[1]);
-  if (n.op_type == "Conv" && w.size() >= 3) return Product(DimsOf(g, n.outputs[0])) * Product(w, 1);
-  if (n.op_type == "ConvTranspose" && w.size() >= 3) return Product(DimsOf(g, n.inputs[0])) * Product(w, 1);
-  if (n.op_type == "Gemm" && w.size() == 2) {
-    const auto trans_b = n.attr_int("transB", 0);
-    const int64_t k = trans_b && *trans_b ? w[1] : w[0];
-    return Product(DimsOf(g, n.outputs[0])) * k;
-  }
-  if (n.op_type == "MatMul") {
-    const auto a = DimsOf(g, n.inputs[0]);
-    return a.empty() ? 0 : Product(DimsOf(g, n.outputs[0])) * a.back();
-  }
-  return 0;
-}
-
 struct Candidate {
   size_t k = 0;
   std::string path;
-  double mac_share = 0;
+  double mac_share = 0;             // -1: a group's MACs are unknown
   std::vector<std::string> groups;  // the excluded groups, in damage order
 };
 
@@ -142,7 +100,7 @@ Expected<std::vector<size_t>> ParseKs(const std::string& text, size_t n) {
 
 void PrintRow(const Row& r) {
   char share[16] = "";
-  if (r.label != "float") std::snprintf(share, sizeof share, "%.1f%%", 100 * r.mac_share);
+  if (r.label != "float") std::snprintf(share, sizeof share, r.mac_share < 0 ? "unknown" : "%.1f%%", 100 * r.mac_share);
   std::printf("%-7s %9s %5d %7d %10s %10s %10s %9s %11s%s%s\n", r.label.c_str(), share, r.batch, r.threads,
               bench::Fmt(r.seqto_ms).c_str(), bench::Fmt(r.ort_ms).c_str(), bench::Fmt(r.bound_ms).c_str(),
               bench::Ratio(r.seqto_ms, r.ort_ms).c_str(), bench::Ratio(r.seqto_ms, r.bound_ms).c_str(),
@@ -242,15 +200,8 @@ int main(int argc, char** argv) {
   fs::create_directories(a.work_dir, ec);
   if (ec) return Fail(a.work_dir + ": cannot create folder: " + ec.message());
 
-  // MACs per node of the prepared model (the node names the groups use).
   auto float_model = onnxio::LoadModel(a.model);
   if (!float_model) return Fail(float_model.error().message);
-  auto prepared = quant::QuantPlan::Prepare(*float_model);
-  if (!prepared) return Fail(a.model + ": " + prepared.error().message);
-  std::map<std::string, int64_t> node_macs;
-  int64_t total_macs = 0;
-  for (const ir::Node& n : prepared->graph.nodes) total_macs += node_macs[n.name] = NodeMacs(prepared->graph, n);
-  if (total_macs == 0) return Fail(a.model + ": no Conv, ConvTranspose, Gemm or MatMul with known shapes (no MACs)");
 
   // The damage order.
   const std::string analysis_path = (fs::path(a.work_dir) / "analysis.json").string();
@@ -273,8 +224,18 @@ int main(int argc, char** argv) {
   if (!analysis.contains("rankings") || !analysis["rankings"].contains("damage"))
     return Fail(analysis_path + ": no 'damage' ranking (did the sensitivity pass run?)");
   const auto order = analysis["rankings"]["damage"].get<std::vector<std::string>>();
+  // The MACs (quant/macs.h: batch 1, from ONNX shape inference) of the model and of
+  // each group; null where shape inference could not tell.
+  if (!analysis.contains("macs") || !analysis["macs"].is_number_integer() || analysis["macs"].get<int64_t>() <= 0)
+    return Fail(analysis_path +
+                ": no MAC count for the model (no Conv, ConvTranspose, Gemm or MatMul with known shapes)");
+  const int64_t total_macs = analysis["macs"].get<int64_t>();
   std::map<std::string, std::vector<std::string>> group_nodes;
-  for (const auto& g : analysis["groups"]) group_nodes[g["name"]] = g["nodes"].get<std::vector<std::string>>();
+  std::map<std::string, int64_t> group_macs;  // -1: unknown
+  for (const auto& g : analysis["groups"]) {
+    group_nodes[g["name"]] = g["nodes"].get<std::vector<std::string>>();
+    group_macs[g["name"]] = g.contains("macs") && g["macs"].is_number_integer() ? g["macs"].get<int64_t>() : -1;
+  }
   auto ks = ParseKs(a.ks, order.size());
   if (!ks) return Fail(ks.error().message);
 
@@ -287,17 +248,17 @@ int main(int argc, char** argv) {
     c.groups.assign(order.begin(), order.begin() + k);
     std::string exclude;
     int64_t macs = 0;
-    for (const std::string& g : c.groups)
-      for (const std::string& node : group_nodes[g]) {
-        exclude += (exclude.empty() ? "" : ",") + node;
-        macs += node_macs.count(node) ? node_macs[node] : 0;
-      }
-    c.mac_share = static_cast<double>(macs) / static_cast<double>(total_macs);
+    for (const std::string& g : c.groups) {
+      for (const std::string& node : group_nodes[g]) exclude += (exclude.empty() ? "" : ",") + node;
+      macs = macs < 0 || group_macs[g] < 0 ? -1 : macs + group_macs[g];
+    }
+    c.mac_share = macs < 0 ? -1 : static_cast<double>(macs) / static_cast<double>(total_macs);
     std::vector<std::string> quantize = {"quantize", a.model, "-o", c.path, "--calib-data", a.data};
     quantize.insert(quantize.end(), calib_args.begin(), calib_args.end());
     if (!exclude.empty()) quantize.insert(quantize.end(), {"--exclude", exclude});
-    std::printf("candidate k=%zu: %zu groups float, %.1f%% of %.1f M MACs -> %s\n", k, c.groups.size(),
-                100 * c.mac_share, total_macs / 1e6, c.path.c_str());
+    std::printf("candidate k=%zu: %zu groups float, %s of %.1f M MACs -> %s\n", k, c.groups.size(),
+                c.mac_share < 0 ? "unknown share" : (bench::Fmt(100 * c.mac_share) + "%").c_str(), total_macs / 1e6,
+                c.path.c_str());
     if (Status s = RunSeqto(quantize); !s.ok()) return Fail(s.message());
     candidates.push_back(c);
   }
@@ -364,7 +325,7 @@ int main(int argc, char** argv) {
         r.threads = threads;
         measure(r, models[i], candidates[i].path);
         if (r.k == 0) int8_ms = r.seqto_ms;
-        if (f.seqto_ms > 0 && int8_ms > 0)
+        if (f.seqto_ms > 0 && int8_ms > 0 && r.mac_share >= 0)
           r.bound_ms = int8_ms + (f.seqto_ms - int8_ms) * r.mac_share + 0.1 * f.seqto_ms;
         PrintRow(r);
         rows.push_back(r);
@@ -379,13 +340,16 @@ int main(int argc, char** argv) {
     j["groups"] = order.size();
     j["candidates"] = nlohmann::json::array();
     for (const Candidate& c : candidates)
-      j["candidates"].push_back({{"k", c.k}, {"path", c.path}, {"mac_share", c.mac_share}, {"groups", c.groups}});
+      j["candidates"].push_back({{"k", c.k},
+                                 {"path", c.path},
+                                 {"mac_share", c.mac_share < 0 ? nlohmann::json() : nlohmann::json(c.mac_share)},
+                                 {"groups", c.groups}});
     j["rows"] = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::json o = {{"candidate", r.label}, {"batch", r.batch}, {"threads", r.threads}};
       if (r.label != "float") {
         o["k"] = r.k;
-        o["mac_share"] = r.mac_share;
+        o["mac_share"] = r.mac_share < 0 ? nlohmann::json() : nlohmann::json(r.mac_share);
       }
       o["seqto_ms"] = bench::JsonMs(r.seqto_ms);
       o["ort_ms"] = bench::JsonMs(r.ort_ms);
