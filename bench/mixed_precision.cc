@@ -17,6 +17,7 @@
 // seqto/ORT and seqto/bound, then one line per target (seqto/bound <= 1.0 and seqto/ORT <= 0.9 on every row).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -200,6 +201,8 @@ int main(int argc, char** argv) {
   fs::create_directories(a.work_dir, ec);
   if (ec) return Fail(a.work_dir + ": cannot create folder: " + ec.message());
 
+  // The list's syntax is checked before the analysis (the long part); k is capped below.
+  if (auto ks = ParseKs(a.ks, SIZE_MAX); !ks) return Fail(ks.error().message);
   auto float_model = onnxio::LoadModel(a.model);
   if (!float_model) return Fail(float_model.error().message);
 
