@@ -16,7 +16,7 @@
 //
 // int8 models seqto makes itself (PP-OCR, ImageNet MobileNetV2) are quantized on
 // first use into --work-dir by tools/make_qdq_bench_models.py (seqto quantize,
-// MinMax on 4 random inputs) and reused while newer than their float model.
+// MinMax on 4 random inputs) and reused while newer than their float model and seqto.
 // A model whose file is absent gets one "missing" line and no rows; the exit code is
 // 1 when a measurement failed (a model seqto or ORT cannot run), else 0.
 #include <CLI/CLI.hpp>
@@ -137,11 +137,21 @@ std::vector<SuiteModel> AllModels(const Config& c) {
   return models;
 }
 
-// Makes `v` (an int8 model seqto quantizes) from `float_path` unless an up-to-date file exists.
+// Makes `v` (an int8 model seqto quantizes) from `float_path` unless a file newer than
+// the float model, the seqto executable and the quantizing script exists (as the
+// build's QDQ models are remade when seqto changes).
 Status MakeInt8(const Variant& v, const std::string& float_path, const std::vector<int64_t>& dims) {
   std::error_code ec;
-  if (fs::exists(v.path, ec) && fs::last_write_time(v.path, ec) >= fs::last_write_time(float_path, ec))
-    return Status::Ok();
+  if (fs::exists(v.path, ec)) {
+    const auto made = fs::last_write_time(v.path, ec);
+    bool current = true;
+    for (const std::string& input : {float_path, std::string(SEQTO_EXECUTABLE), std::string(SEQTO_QDQ_TOOL)}) {
+      std::error_code ec2;
+      const auto t = fs::last_write_time(input, ec2);
+      if (ec2 || t > made) current = false;
+    }
+    if (current) return Status::Ok();
+  }
   fs::create_directories(fs::path(v.path).parent_path(), ec);
   std::vector<std::string> argv = {SEQTO_PYTHON3,    SEQTO_QDQ_TOOL, "--seqto",
                                    SEQTO_EXECUTABLE, "--model",      float_path + "=" + v.path};
