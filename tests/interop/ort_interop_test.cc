@@ -321,7 +321,7 @@ INSTANTIATE_TEST_SUITE_P(Onnx, PytorchConverted, ::testing::ValuesIn(PytorchConv
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PytorchConverted);
 
 // ---------------------------------------------------------------------------
-// The benchmark CNNs (bench/models.cmake generates them at build time)
+// The benchmark models (bench/models.cmake generates them at build time)
 
 class BenchCnn : public ::testing::TestWithParam<std::string> {};
 
@@ -345,7 +345,7 @@ TEST_P(BenchCnn, MatchesOrtBatch2) {
   ExpectClose(ours.outputs, *ref, "ort");
 }
 
-INSTANTIATE_TEST_SUITE_P(Bench, BenchCnn, ::testing::Values("resnet50", "mobilenetv2"),
+INSTANTIATE_TEST_SUITE_P(Bench, BenchCnn, ::testing::Values("resnet50", "mobilenetv2", "squeezenet", "vit"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
