@@ -1,7 +1,7 @@
 // mixed_precision: how fast seqto runs the candidates of a `damage` linear sweep.
 //
 //   mixed_precision MODEL.onnx --data D [--preprocess P] [--samples S] [--calib-samples C] [--per-channel]
-//                   [--greedy-steps G] [--ks 0,1,2,4,8,16,n] [--batches 1,16] [--threads 1,2] [--runs R]
+//                   [--greedy-steps G] [--analysis F] [--ks 0,1,2,4,8,16,n] [--batches 1,16] [--threads 1,2] [--runs R]
 //                   [--warmup W] [--budget S] [--work-dir DIR] [--quick] [--no-ort] [--json F]
 //
 // Issue 13, point 1. `seqto analyze` ranks the float model's quantization groups
@@ -43,7 +43,8 @@ constexpr double kBoundTarget = 1.0;  // seqto/bound on every row
 constexpr double kOrtTarget = 0.9;    // seqto/ORT on every row
 
 struct Args {
-  std::string model, data, preprocess, work_dir, json, ks = "0,1,2,4,8,16,n", batches = "1,16", threads = "1,2";
+  std::string model, data, preprocess, work_dir, json, analysis, ks = "0,1,2,4,8,16,n", batches = "1,16",
+                                                                 threads = "1,2";
   size_t samples = 64, calib_samples = 64, greedy_steps = 8;
   bool per_channel = false, quick = false, no_ort = false;
   bench::Timing timing;
@@ -165,6 +166,9 @@ int main(int argc, char** argv) {
   app.add_option("--preprocess", a.preprocess, "Preprocessing of image data (as seqto analyze)");
   app.add_option("--samples", a.samples, "Ranking samples for seqto analyze (default 64)");
   app.add_option("--calib-samples", a.calib_samples, "Calibration samples (default 64)");
+  app.add_option("--analysis", a.analysis,
+                 "Use this `seqto analyze --json` output of MODEL (from an earlier run's work folder) instead of "
+                 "analyzing again");
   app.add_option("--greedy-steps", a.greedy_steps, "seqto analyze's interaction-search depth (default 8)");
   app.add_flag("--per-channel", a.per_channel, "Per-channel weights (default per-tensor)");
   app.add_option("--ks", a.ks, "Groups to exclude, first of the damage order (default 0,1,2,4,8,16,n; n = all)");
@@ -206,23 +210,35 @@ int main(int argc, char** argv) {
   auto float_model = onnxio::LoadModel(a.model);
   if (!float_model) return Fail(float_model.error().message);
 
-  // The damage order.
-  const std::string analysis_path = (fs::path(a.work_dir) / "analysis.json").string();
-  std::printf("ranking: seqto analyze on %zu samples of %s\n", a.samples, a.data.c_str());
-  std::vector<std::string> analyze = {"analyze",        a.model,
-                                      "--data",         a.data,
-                                      "--samples",      std::to_string(a.samples),
-                                      "--greedy-steps", std::to_string(a.greedy_steps),
-                                      "--json",         analysis_path};
+  // The damage order: from seqto analyze, run now or earlier (--analysis).
+  std::string analysis_path = a.analysis;
   const auto calib_args = CalibArgs(a);
-  analyze.insert(analyze.end(), calib_args.begin(), calib_args.end());
-  if (Status s = RunSeqto(analyze); !s.ok()) return Fail(s.message());
+  if (analysis_path.empty()) {
+    analysis_path = (fs::path(a.work_dir) / "analysis.json").string();
+    std::printf("ranking: seqto analyze on %zu samples of %s\n", a.samples, a.data.c_str());
+    std::vector<std::string> analyze = {"analyze",        a.model,
+                                        "--data",         a.data,
+                                        "--samples",      std::to_string(a.samples),
+                                        "--greedy-steps", std::to_string(a.greedy_steps),
+                                        "--json",         analysis_path};
+    analyze.insert(analyze.end(), calib_args.begin(), calib_args.end());
+    if (Status s = RunSeqto(analyze); !s.ok()) return Fail(s.message());
+  } else {
+    if (!fs::is_regular_file(analysis_path, ec)) return Fail(analysis_path + ": no such file (--analysis)");
+    std::printf("ranking: %s\n", analysis_path.c_str());
+  }
   nlohmann::json analysis;
   try {
     std::ifstream in(analysis_path);
     analysis = nlohmann::json::parse(in);
   } catch (const std::exception& e) {
     return Fail(analysis_path + ": " + e.what());
+  }
+  if (!a.analysis.empty()) {
+    const std::string analyzed = analysis.value("model", "");
+    std::error_code ec2;
+    if (analyzed.empty() || !fs::equivalent(analyzed, a.model, ec2))
+      return Fail(analysis_path + ": an analysis of '" + analyzed + "', not of " + a.model);
   }
   if (!analysis.contains("rankings") || !analysis["rankings"].contains("damage"))
     return Fail(analysis_path + ": no 'damage' ranking (did the sensitivity pass run?)");
