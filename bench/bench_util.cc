@@ -32,14 +32,21 @@ Expected<std::vector<int>> ParseCounts(const std::string& option, const std::str
 }
 
 Expected<LatencyStats> TimeSeqto(const ir::Model& model, const runtime::TensorMap& inputs, int threads,
-                                 const Timing& timing, bool optimize) {
+                                 const Timing& timing, bool optimize, int* warmup_done) {
   runtime::SessionOptions options;
   options.threads = threads;
   options.optimize = optimize;
   SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, options));
   std::vector<double> times;
-  for (int i = 0; i < timing.warmup; ++i)
+  double warmup_s = 0;
+  int warmups = 0;
+  for (; warmups < timing.warmup; ++warmups) {
+    if (timing.budget_s > 0 && warmups >= 1 && warmup_s >= timing.budget_s) break;
+    const auto t0 = std::chrono::steady_clock::now();
     if (auto out = session->Run(inputs); !out) return out.error();
+    warmup_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (warmup_done) *warmup_done = warmups;
   double total_s = 0;
   for (int i = 0; i < timing.runs; ++i) {
     if (timing.budget_s > 0 && i >= timing.min_runs && total_s >= timing.budget_s) break;

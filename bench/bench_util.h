@@ -30,8 +30,9 @@ inline std::vector<std::string> SplitList(const std::string& text) {
 Expected<std::vector<int>> ParseCounts(const std::string& option, const std::string& text);
 
 // How long to measure: `warmup` untimed runs, then `runs` timed runs, but no more
-// once `budget_s` seconds of timed runs have passed and at least `min_runs` ran
-// (big models at batch 16 get fewer runs; 0: no budget).
+// once `budget_s` seconds of timed runs have passed and at least `min_runs` ran, and
+// no more warm-up runs once one ran and they took `budget_s` (big models at batch 16
+// get fewer runs; 0: no budget).
 struct Timing {
   int runs = 10, warmup = 2, min_runs = 3;
   double budget_s = 0;
@@ -39,9 +40,9 @@ struct Timing {
 
 // Median-based latency of seqto's engine (an in-process runtime::Session with
 // `threads` threads; optimize = false: the unoptimized graph). stats.runs says how
-// many timed runs the budget allowed.
+// many timed runs the budget allowed, `warmup_done` (if given) how many untimed ones.
 Expected<LatencyStats> TimeSeqto(const ir::Model& model, const runtime::TensorMap& inputs, int threads,
-                                 const Timing& timing, bool optimize = true);
+                                 const Timing& timing, bool optimize = true, int* warmup_done = nullptr);
 
 // Uniform random float32 in [-1, 1] with a fixed seed: the same input for every runtime.
 Tensor RandomInput(const Shape& shape, unsigned seed = 42);

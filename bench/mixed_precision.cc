@@ -306,7 +306,8 @@ int main(int argc, char** argv) {
     }
     const std::string input_name = model.graph.inputs[0].name;
     const Tensor input = bench::RandomInput(*shape);
-    auto ours = bench::TimeSeqto(model, {{input_name, input}}, row.threads, a.timing);
+    int warmup_done = a.timing.warmup;
+    auto ours = bench::TimeSeqto(model, {{input_name, input}}, row.threads, a.timing, true, &warmup_done);
     if (ours)
       row.seqto_ms = ours->p50;
     else {
@@ -316,8 +317,8 @@ int main(int argc, char** argv) {
     if (a.no_ort) return;
     testing::OrtOptions ort_options;
     ort_options.threads = row.threads;
-    auto ort = testing::OrtBenchmark(path, {{input_name, input}}, ours ? ours->runs : a.timing.runs, a.timing.warmup,
-                                     ort_options);
+    auto ort =
+        testing::OrtBenchmark(path, {{input_name, input}}, ours ? ours->runs : a.timing.runs, warmup_done, ort_options);
     if (ort)
       row.ort_ms = ort->p50;
     else {

@@ -360,7 +360,8 @@ int main(int argc, char** argv) {
           if (!shape) return fail(l.variant->path + ": " + shape.error().message);
           const std::string input_name = l.model.graph.inputs[0].name;
           const Tensor input = bench::RandomInput(*shape);
-          auto ours = bench::TimeSeqto(l.model, {{input_name, input}}, threads, timing);
+          int warmup_done = timing.warmup;
+          auto ours = bench::TimeSeqto(l.model, {{input_name, input}}, threads, timing, true, &warmup_done);
           if (ours) {
             row.seqto_ms = ours->p50;
             row.runs = ours->runs;
@@ -371,9 +372,9 @@ int main(int argc, char** argv) {
           if (!no_ort) {
             testing::OrtOptions ort_options;
             ort_options.threads = threads;
-            // As many runs as the budget gave seqto (both runtimes get the same count).
+            // As many runs as the budget gave seqto (both runtimes get the same counts).
             auto ort = testing::OrtBenchmark(l.variant->path, {{input_name, input}}, ours ? ours->runs : timing.runs,
-                                             timing.warmup, ort_options);
+                                             warmup_done, ort_options);
             if (ort)
               row.ort_ms = ort->p50;
             else {
