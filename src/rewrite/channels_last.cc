@@ -53,7 +53,9 @@ bool IsConvertibleConv(const ir::Graph& g, const ir::Node& n) {
   int w_index = -1;
   if (n.domain.empty() && n.op_type == "Conv") w_index = 1;
   if (n.domain == "com.seqto" && n.op_type == "FusedConv") w_index = 1;
-  if (n.domain == "com.seqto" && n.op_type == "QLinearConv") w_index = 3;
+  // ONNX's QLinearConv (QOperator models) runs as com.seqto.QLinearConv: the same op
+  // (plus an optional clamp it does not use), which has the channels_last form.
+  if ((n.domain == "com.seqto" || n.domain.empty()) && n.op_type == "QLinearConv") w_index = 3;
   if (w_index < 0 || static_cast<int>(n.inputs.size()) <= w_index) return false;
   auto w = g.initializers.find(n.inputs[w_index]);
   if (w == g.initializers.end() || w->second.rank() != 4) return false;
@@ -96,7 +98,9 @@ bool IsElementwise(const ir::Node& n) {
                                               "Cast"};
   if (n.domain.empty()) return kOnnx.count(n.op_type) && !n.has_attr("broadcast");
   // ONNX Runtime's contrib Q/DQ (16-bit activations of int16 fallbacks).
-  if (n.domain == "com.microsoft") return n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
+  // QLinearAdd: seqto's, and ONNX Runtime's contrib op of QOperator models.
+  if (n.domain == "com.microsoft")
+    return n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" || n.op_type == "QLinearAdd";
   return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd");
 }
 
@@ -180,10 +184,11 @@ class ChannelsLastPass {
 
   ir::Node ConvertConv(const ir::Node& conv) {
     ir::Node n = conv;
-    if (n.domain.empty()) {  // a Conv nothing was fused into: a FusedConv without post-ops
+    if (n.domain.empty() && n.op_type == "Conv") {  // a Conv nothing was fused into: a FusedConv without post-ops
       n.domain = "com.seqto";
       n.op_type = "FusedConv";
     }
+    n.domain = "com.seqto";
     SetChannelsLast(n);
     n.inputs[0] = Twin(n.inputs[0], conv.name);
     if (n.op_type == "FusedConv" && n.inputs.size() > 3 && !n.inputs[3].empty())
@@ -195,7 +200,8 @@ class ChannelsLastPass {
   // An elementwise op (or the int8 global pooling) whose inputs all have NHWC twins
   // or are scalars, at least one a twin: it joins the channels-last region.
   std::optional<ir::Node> TryConvertElementwise(const ir::Node& node) {
-    const bool pool = node.domain == "com.seqto" && node.op_type == "QLinearGlobalAveragePool";
+    const bool pool =
+        (node.domain == "com.seqto" || node.domain == "com.microsoft") && node.op_type == "QLinearGlobalAveragePool";
     if (!(pool && !node.has_attr("channels_last")) && !IsElementwise(node)) return std::nullopt;
     if (node.outputs.size() != 1) return std::nullopt;
     bool any_twin = false;

@@ -348,5 +348,85 @@ TEST_P(BenchCnn, MatchesOrtBatch2) {
 INSTANTIATE_TEST_SUITE_P(Bench, BenchCnn, ::testing::Values("resnet50", "mobilenetv2", "squeezenet", "vit"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
+// A QOperator int8 model as the ONNX Model Zoo's int8 CNNs are written: ONNX's
+// QuantizeLinear and QLinearConv with ONNX Runtime's contrib QLinearAdd and
+// QLinearGlobalAveragePool (domain com.microsoft). seqto runs it channels-last;
+// the result must be ORT's within one quantum (ORT's QLinearAdd rounds through
+// precomputed scale ratios, so a value near a tie may land one step apart).
+TEST(QOperator, ContribOpsMatchOrtWithinOneQuantum) {
+  if (Status st = testing::OrtAvailable(); !st.ok()) GTEST_FAIL() << st.message();
+  std::mt19937 rng(21);
+  ir::Model m;
+  m.opsets[""] = 13;
+  m.opsets["com.microsoft"] = 1;
+  ir::Graph& g = m.graph;
+  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {12}, {10}}});
+  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+  auto scalar_u8 = [](uint8_t v) {
+    Tensor t(DType::kUInt8, {});
+    t.data<uint8_t>()[0] = v;
+    return t;
+  };
+  g.initializers["x_s"] = Tensor::Scalar<float>(0.02f);
+  g.initializers["x_zp"] = scalar_u8(128);
+  g.initializers["a_s"] = Tensor::Scalar<float>(0.05f);
+  g.initializers["a_zp"] = scalar_u8(120);
+  g.initializers["b_s"] = Tensor::Scalar<float>(0.04f);
+  g.initializers["b_zp"] = scalar_u8(130);
+  g.initializers["c_s"] = Tensor::Scalar<float>(0.07f);
+  g.initializers["c_zp"] = scalar_u8(125);
+  g.initializers["p_s"] = Tensor::Scalar<float>(0.03f);
+  g.initializers["p_zp"] = scalar_u8(127);
+  std::uniform_int_distribution<int> w(-60, 60);
+  for (const char* name : {"wa", "wb"}) {
+    Tensor t(DType::kInt8, {8, 3, 3, 3});
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int8_t>()[i] = static_cast<int8_t>(w(rng));
+    g.initializers[name] = t;
+    g.initializers[std::string(name) + "_s"] = Tensor::Scalar<float>(0.01f);
+    Tensor zp(DType::kInt8, {});
+    g.initializers[std::string(name) + "_zp"] = zp;
+  }
+  auto node = [&](const std::string& name, const std::string& op, const std::string& domain,
+                  std::vector<std::string> in, std::vector<std::string> out) {
+    ir::Node n;
+    n.name = name;
+    n.op_type = op;
+    n.domain = domain;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    return n;
+  };
+  g.nodes.push_back(node("q", "QuantizeLinear", "", {"x", "x_s", "x_zp"}, {"xq"}));
+  for (const char* c : {"a", "b"}) {
+    const std::string w = std::string("w") + c;
+    ir::Node conv = node(std::string("conv_") + c, "QLinearConv", "",
+                         {"xq", "x_s", "x_zp", w, w + "_s", w + "_zp", std::string(c) + "_s", std::string(c) + "_zp"},
+                         {std::string(c) + "q"});
+    conv.attributes["pads"].type = ir::Attribute::Type::kInts;
+    conv.attributes["pads"].ints = {1, 1, 1, 1};
+    g.nodes.push_back(conv);
+  }
+  g.nodes.push_back(
+      node("add", "QLinearAdd", "com.microsoft", {"aq", "a_s", "a_zp", "bq", "b_s", "b_zp", "c_s", "c_zp"}, {"cq"}));
+  g.nodes.push_back(
+      node("gap", "QLinearGlobalAveragePool", "com.microsoft", {"cq", "c_s", "c_zp", "p_s", "p_zp"}, {"pq"}));
+  g.nodes.push_back(node("dq", "DequantizeLinear", "", {"pq", "p_s", "p_zp"}, {"y"}));
+  const fs::path path = TempModelPath("qoperator");
+  ASSERT_TRUE(onnxio::SaveModel(m, path.string()).ok());
+  std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  Tensor x(DType::kFloat32, {2, 3, 12, 10});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
+  auto ort = testing::OrtRun(path.string(), {{"x", x}});
+  ASSERT_TRUE(ort.ok()) << ort.error().message;
+  auto session = runtime::Session::Create(m);
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  auto ours = (*session)->Run({{"x", x}});
+  ASSERT_TRUE(ours.ok()) << ours.error().message;
+  const auto a = ours->at("y").ToDoubles(), b = ort->at("y").ToDoubles();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(std::fabs(a[i] - b[i]), 0.03 + 1e-6) << "at " << i;
+  fs::remove(path);
+}
+
 }  // namespace
 }  // namespace seqto

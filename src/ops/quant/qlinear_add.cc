@@ -106,6 +106,12 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
 
 }  // namespace
 
-void RegisterQLinearAdd(OpRegistry& r) { r.Register({"QLinearAdd", "com.seqto", 1, MakeQLinearAdd}); }
+void RegisterQLinearAdd(OpRegistry& r) {
+  r.Register({"QLinearAdd", "com.seqto", 1, MakeQLinearAdd});
+  // ONNX Runtime's contrib op (QOperator models, e.g. the ONNX Model Zoo's int8 CNNs):
+  // the same inputs, without the clamp attributes. ORT computes it with precomputed
+  // scale ratios, so the two may differ by one quantum where a value is near a tie.
+  r.Register({"QLinearAdd", "com.microsoft", 1, MakeQLinearAdd});
+}
 
 }  // namespace seqto::ops

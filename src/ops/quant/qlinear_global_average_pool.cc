@@ -111,6 +111,8 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearGlobalAveragePool(const KernelInit&
 
 void RegisterQLinearGlobalAveragePool(OpRegistry& r) {
   r.Register({"QLinearGlobalAveragePool", "com.seqto", 1, MakeQLinearGlobalAveragePool});
+  // ONNX Runtime's contrib op of the same name and inputs (QOperator models).
+  r.Register({"QLinearGlobalAveragePool", "com.microsoft", 1, MakeQLinearGlobalAveragePool});
 }
 
 }  // namespace seqto::ops
