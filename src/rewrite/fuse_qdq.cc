@@ -13,6 +13,10 @@
 //   DQ(x...) -> Reshape, Transpose, MaxPool, Concat, ... -> Q with the same (scale,
 //        zero point) => the op itself on the integer tensor (exact: DQ/Q are a
 //        bijection on the integers and the op only moves or compares values)
+//   DQ(x1), DQ(x2), ... -> Concat -> Q with other parameters per input
+//        => com.seqto.QLookup per such input (Q(DQ_i(k)) for its 256 values) ->
+//        Concat on the integers (exact, as the lookups; SqueezeNet's fire modules
+//        concatenate two convs' outputs, each with its own range)
 // The fused op's output is the Q's output, so the DQs that read it (one per
 // consumer, or one shared) stay and see the same integer tensor.
 //
@@ -651,6 +655,52 @@ class QdqFuser {
 
   // Ops that only move, select or compare values: with the same (scale, zero point)
   // on both sides, running them on the integers is exact.
+  // Concat of dequantized 8-bit inputs whose parameters differ from the Q after it:
+  // each such input is requantized by a lookup table, then the integers are
+  // concatenated. Per-tensor parameters only.
+  bool TryConcat(const ir::Node& n) {
+    if (n.op_type != "Concat" || n.inputs.empty() || n.outputs.size() != 1) return false;
+    auto tail = FollowTail(n.outputs[0], false);
+    if (!tail) return false;
+    std::vector<QParams> in;
+    for (const auto& v : n.inputs) {
+      auto x = DqOf(v);
+      if (!x || !x->per_tensor()) return false;
+      in.push_back(*x);
+    }
+    Fusion f;
+    f.node = n;
+    std::vector<ir::Node> lookups;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      f.vanishing.push_back(n.inputs[i]);
+      const QParams& x = in[i];
+      if (x.SameAs(tail->q)) {
+        f.node.inputs[i] = x.node->inputs[0];
+        continue;
+      }
+      ir::Node lookup;
+      lookup.op_type = "QLookup";
+      lookup.domain = kSeqtoDomain;
+      lookup.name = n.name + "/requantize_" + std::to_string(i);
+      lookup.inputs = {x.node->inputs[0]};
+      lookup.outputs = {NewName(n.inputs[i] + "/requantized")};
+      ir::Attribute t;
+      t.type = ir::Attribute::Type::kInts;
+      const int32_t offset = x.type == DType::kInt8 ? -128 : 0;
+      for (int32_t k = 0; k < 256; ++k) t.ints.push_back(tail->q.Quantize(x.Dequantize(k + offset)));
+      lookup.attributes["table"] = std::move(t);
+      lookup.attributes["x_type"] = IntAttr(static_cast<int64_t>(x.type));
+      lookup.attributes["y_type"] = IntAttr(static_cast<int64_t>(tail->q.type));
+      f.node.inputs[i] = lookup.outputs[0];
+      lookups.push_back(std::move(lookup));
+    }
+    if (Kept(f.vanishing)) return false;
+    Finish(f, n, *tail, false);
+    Commit(n, std::move(f));
+    for (auto& l : lookups) patch_.AddNode(std::move(l));
+    return true;
+  }
+
   void TryPassThrough(const ir::Node& n) {
     static const std::set<std::string> kOps = {"Reshape",  "Flatten", "Squeeze",      "Unsqueeze",    "Transpose",
                                                "Identity", "MaxPool", "DepthToSpace", "SpaceToDepth", "Slice",
@@ -666,7 +716,10 @@ class QdqFuser {
     f.node = n;
     for (size_t i = 0; i < data_inputs; ++i) {
       auto x = DqOf(n.inputs[i]);
-      if (!x || !x->SameAs(tail->q)) return;
+      if (!x || !x->SameAs(tail->q)) {
+        if (n.op_type == "Concat") TryConcat(n);
+        return;
+      }
       f.vanishing.push_back(n.inputs[i]);
       f.node.inputs[i] = x->node->inputs[0];
     }

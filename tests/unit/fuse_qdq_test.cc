@@ -812,6 +812,29 @@ TEST(FuseQdq, DataMovementRunsOnIntegers) {
   }
 }
 
+// Concat of inputs quantized each with its own parameters (a fire module's two
+// expand convs): the inputs whose parameters differ from the output's are
+// requantized by lookup tables, and the result equals the float path exactly.
+TEST(FuseQdq, ConcatOfDifferentlyQuantizedInputsRequantizesByLookup) {
+  for (DType type : {DType::kUInt8, DType::kInt8}) {
+    SCOPED_TRACE(DTypeName(type));
+    QdqBuilder b(29);
+    QP pa;
+    const std::string a = b.QDQ(b.Input("a", {2, 3, 4, 5}), type, &pa);
+    const std::string c = b.QDQ(b.Input("c", {2, 2, 4, 5}), type);  // its own range
+    const std::string cat = b.Node("Concat", {a, c, a}, {{"axis", Int(1)}});
+    b.OutputQ(cat, type);  // calibrated on the concatenation: other parameters again
+    const auto ops = FusedOps(b.model());
+    EXPECT_EQ(Count(ops, "Concat"), 1);
+    // One lookup per input whose parameters differ from the output's (the output's
+    // range covers both inputs, so at most one of them can share its parameters).
+    EXPECT_GE(Count(ops, "com.seqto:QLookup"), 1);
+    EXPECT_EQ(Count(ops, "DequantizeLinear"), 0);
+    EXPECT_EQ(Count(ops, "QuantizeLinear"), 2) << "only the inputs'";
+    ExpectExact(CompareFused(b.model(), b.inputs()));
+  }
+}
+
 // MaxPool on uint8/int8 (the fast path ops/nn/pool.cc has for what this pass
 // leaves) against the reference kernel: 1-3 spatial dims, strides, pads,
 // dilations, ceil_mode, windows hanging over the edge.
