@@ -173,34 +173,11 @@ Expected<ir::Model> QuantPlan::Prepare(const ir::Model& float_model) {
 
   // Constant nodes become initializers (ORT's pre-processing folds them): a constant
   // operand is then quantized as the constant it is, not calibrated as an activation.
-  rewrite::GraphPatch constants;
-  std::set<std::string> outputs;
-  for (const auto& o : m.graph.outputs) outputs.insert(o.name);
-  for (const ir::Node& n : m.graph.nodes) {
-    if (!OnnxDomain(n) || n.op_type != "Constant" || n.outputs.size() != 1 || outputs.count(n.outputs[0])) continue;
-    if (n.attributes.size() != 1) continue;
-    const auto& [key, a] = *n.attributes.begin();
-    Tensor t;
-    if (key == "value" && a.type == ir::Attribute::Type::kTensor && a.t.defined())
-      t = a.t;
-    else if (key == "value_float" && a.type == ir::Attribute::Type::kFloat)
-      t = Tensor::Scalar<float>(a.f);
-    else if (key == "value_int" && a.type == ir::Attribute::Type::kInt)
-      t = Tensor::Scalar<int64_t>(a.i);
-    else if (key == "value_floats" && a.type == ir::Attribute::Type::kFloats)
-      t = Tensor::FromVector<float>({static_cast<int64_t>(a.floats.size())}, a.floats);
-    else if (key == "value_ints" && a.type == ir::Attribute::Type::kInts)
-      t = Tensor::FromVector<int64_t>({static_cast<int64_t>(a.ints.size())}, a.ints);
-    else
-      continue;
-    constants.SetInitializer(n.outputs[0], t);
-    constants.RemoveNode(n.name);
-  }
-  if (!constants.empty())
-    SEQTO_RETURN_IF_ERROR(rewrite::ApplyPatch(m.graph, std::move(constants), "constants-to-initializers"));
-
   rewrite::OptimizeOptions opt;
+  opt.lift_constants = true;
   opt.fold_batchnorm = true;
+  opt.fold_conv_affine = false;
+  opt.fuse_patterns = false;
   opt.fuse_conv = false;
   opt.fuse_qdq = false;  // the prepared model is saved: standard ops only
   opt.channels_last = false;

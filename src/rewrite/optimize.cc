@@ -3,8 +3,12 @@
 namespace seqto::rewrite {
 
 Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
+  if (options.lift_constants) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, LiftConstants(graph, options), "lift-constants"));
   if (options.fold_batchnorm)
     SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldBatchNormIntoConv(graph, options), "fold-batchnorm"));
+  if (options.fold_conv_affine)
+    SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldConvAffine(graph, options), "fold-conv-affine"));
+  if (options.fuse_patterns) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FusePatterns(graph, options), "fuse-patterns"));
   // Before fuse-conv: that pass fuses float convs only (constant float weights),
   // this one convs whose weights come through DequantizeLinear.
   if (options.fuse_qdq) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseQdq(graph, options), "fuse-qdq"));

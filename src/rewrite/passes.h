@@ -14,8 +14,14 @@ namespace seqto::rewrite {
 struct OptimizeOptions {
   // Values that must stay visible (observed or overridden): no pass fuses them away.
   std::set<std::string> keep_values;
+  bool lift_constants = true;
   bool fold_batchnorm = true;
   bool fuse_conv = true;
+  // Conv -> constant Mul/Add folded into the conv; written-out LayerNorm, GELU and
+  // HardSwish chains and MatMul + bias become one op each (com.seqto ops: Session
+  // graphs only, never saved).
+  bool fold_conv_affine = true;
+  bool fuse_patterns = true;
   // QDQ islands (DequantizeLinear -> op -> QuantizeLinear) become int8 ops; off, a
   // QDQ model runs in float (the reference the fused ops are tested against).
   bool fuse_qdq = true;
@@ -26,9 +32,22 @@ struct OptimizeOptions {
   bool channels_last = true;
 };
 
+// Constant nodes become initializers (what the other passes and kernels treat as
+// constant). Graph outputs and kept values stay Constant nodes.
+GraphPatch LiftConstants(const ir::Graph& graph, const OptimizeOptions& options);
+
 // Conv -> BatchNormalization (inference, constant parameters) becomes one Conv with
 // rescaled weights and bias, as ONNX Runtime does.
 GraphPatch FoldBatchNormIntoConv(const ir::Graph& graph, const OptimizeOptions& options);
+
+// Conv followed by Mul/Add with constant scalar or per-channel operands: folded into
+// the conv's weights and bias. Run after FoldBatchNormIntoConv.
+GraphPatch FoldConvAffine(const ir::Graph& graph, const OptimizeOptions& options);
+
+// Written-out LayerNorm, GELU and HardSwish chains become LayerNormalization,
+// com.seqto.Gelu and HardSwish; MatMul + constant bias com.seqto.FusedMatMul. See
+// fuse_patterns.cc.
+GraphPatch FusePatterns(const ir::Graph& graph, const OptimizeOptions& options);
 
 // Conv followed by Add and/or Relu/Clip/LeakyRelu becomes one com.seqto.FusedConv
 // node (the conv kernel applies them as post-ops). Run after FoldBatchNormIntoConv.

@@ -172,6 +172,17 @@ struct HardSwishOp : UnaryBase {
   }
 };
 
+// GELU, exact form: x/2 * (1 + erf(x / sqrt 2)). Only as com.seqto.Gelu, which the
+// fuse-patterns pass makes of the written-out chain (ONNX's own Gelu is opset 20).
+struct GeluOp : UnaryBase {
+  static constexpr int64_t kCost = kTranscendental;
+  template <typename T>
+  T Ref(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x / std::sqrt(T(2))));
+  }
+  float Fast(float x) const { return 0.5f * x * (1.0f + ErfF(x * 0.707106781186547524f)); }
+};
+
 struct TanhOp : UnaryBase {
   static constexpr int64_t kCost = kTranscendental;
   template <typename T>
@@ -453,8 +464,8 @@ void RunTyped(const Op& op, bool reference, const T* x, T* y, int64_t n) {
 }
 
 template <typename Op>
-void AddUnary(OpRegistry& r, const char* name, int since) {
-  r.Register({name, "", since, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
+void AddUnary(OpRegistry& r, const char* name, int since, const char* domain = "") {
+  r.Register({name, domain, since, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
                 Op op;
                 for (const AttrSpec& a : Op::kAttrs) {
                   SEQTO_ASSIGN_OR_RETURN(op.*a.slot, init.node.attr_float(a.name, a.def));
@@ -504,7 +515,10 @@ void AddFloatTest(OpRegistry& r, const char* name, int since, bool is_inf) {
 void RegisterUnary(OpRegistry& r) {
   AddUnary<SigmoidOp>(r, "Sigmoid", 1);
   AddUnary<HardSigmoidOp>(r, "HardSigmoid", 1);
-  AddUnary<HardSwishOp>(r, "HardSwish", 14);
+  // From opset 1 (ONNX: 14), as LayerNormalization: the fuse-patterns pass makes it
+  // of x * Clip(x + 3, 0, 6) / 6 in models of any opset (and channels-last knows it).
+  AddUnary<HardSwishOp>(r, "HardSwish", 1);
+  AddUnary<GeluOp>(r, "Gelu", 1, "com.seqto");
   AddUnary<TanhOp>(r, "Tanh", 1);
   AddUnary<ErfOp>(r, "Erf", 9);
   AddUnary<EluOp>(r, "Elu", 1);

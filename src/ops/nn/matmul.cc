@@ -4,6 +4,12 @@
 // float64, int32, int64, uint32, uint64). Fast (float32): a oneDNN matmul per input
 // shape; a constant 1-D/2-D B is prepacked once at creation and A's batch dims are
 // folded into its rows.
+//
+// Also registers com.seqto.FusedMatMul(A, B, Bias): MatMul then + Bias (1-D, one value
+// per column of Y), which the fuse-patterns pass makes of MatMul -> Add with a
+// constant 2-D B and 1-D bias (a linear layer). The fast path adds the bias in
+// oneDNN's accumulator; the reference adds it to the rounded product, exactly as the
+// two unfused ops do.
 #include <type_traits>
 
 #include "ops/nn/dnnl_util.h"
@@ -89,10 +95,11 @@ void MatMulReference(const MatMulShape& s, const T* a, const T* b, T* y) {
 
 class MatMulKernel final : public Kernel {
  public:
-  explicit MatMulKernel(bool reference_only) : reference_only_(reference_only) {}
+  MatMulKernel(bool reference_only, bool fused_bias) : reference_only_(reference_only), fused_bias_(fused_bias) {}
 
   void Prepare(const Tensor* b) {
     if (reference_only_ || !b || b->dtype() != DType::kFloat32 || b->rank() < 1 || b->rank() > 2) return;
+    if (fused_bias_ && b->rank() != 2) return;
     const_b_ = *b;
     auto s = ResolveMatMul({1, b->dim(0)}, b->shape());  // a nominal single-row A
     if (!s) return;
@@ -105,31 +112,55 @@ class MatMulKernel final : public Kernel {
     if (b.dtype() != a.dtype())
       return InputError(1, "B has type " + DTypeName(b.dtype()) + ", expected A's type " + DTypeName(a.dtype()));
     SEQTO_ASSIGN_OR_RETURN(MatMulShape s, ResolveMatMul(a.shape(), b.shape()));
+    const Tensor* bias = fused_bias_ ? &ctx.input(2) : nullptr;
+    if (bias) {
+      if (bias->dtype() != a.dtype())
+        return InputError(2,
+                          "Bias has type " + DTypeName(bias->dtype()) + ", expected A's type " + DTypeName(a.dtype()));
+      if (bias->rank() != 1 || bias->dim(0) != s.n || b.rank() < 2)
+        return InputError(2, "Bias has shape " + ShapeToString(bias->shape()) + ", expected " + std::to_string(s.n) +
+                                 " values (one per column of a 2-D B)");
+    }
     Tensor& y = ctx.Allocate(0, a.dtype(), s.y_shape);
     if (y.numel() == 0) return Status::Ok();
     if (a.dtype() == DType::kFloat32 && !reference_only_ && s.k > 0) {
       const bool fold = const_b_.defined();  // B is 1-D/2-D: A's batch dims are rows
       auto plan = plans_.Get(du::ShapeKey({&a.shape(), &b.shape()}), [&] { return MakePlan(s, fold); });
-      if (plan) return du::RunMatmul(*plan, a.raw(), b.raw(), nullptr, y.raw());
+      if (plan) return du::RunMatmul(*plan, a.raw(), b.raw(), bias ? bias->raw() : nullptr, y.raw());
     }
+    return RunReference(s, a, b, bias, y);
+  }
+
+ private:
+  // The reference product, then + bias (if any) in y's type, as the unfused Add does.
+  template <typename T>
+  static void Reference(const MatMulShape& s, const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& y) {
+    MatMulReference(s, a.data<T>(), b.data<T>(), y.data<T>());
+    if (!bias) return;
+    const T* bp = bias->data<T>();
+    T* yp = y.data<T>();
+    for (int64_t i = 0, total = y.numel(); i < total; ++i) yp[i] = static_cast<T>(yp[i] + bp[i % s.n]);
+  }
+
+  static Status RunReference(const MatMulShape& s, const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& y) {
     switch (a.dtype()) {
       case DType::kFloat32:
-        MatMulReference(s, a.data<float>(), b.data<float>(), y.data<float>());
+        Reference<float>(s, a, b, bias, y);
         break;
       case DType::kFloat64:
-        MatMulReference(s, a.data<double>(), b.data<double>(), y.data<double>());
+        Reference<double>(s, a, b, bias, y);
         break;
       case DType::kInt32:
-        MatMulReference(s, a.data<int32_t>(), b.data<int32_t>(), y.data<int32_t>());
+        Reference<int32_t>(s, a, b, bias, y);
         break;
       case DType::kInt64:
-        MatMulReference(s, a.data<int64_t>(), b.data<int64_t>(), y.data<int64_t>());
+        Reference<int64_t>(s, a, b, bias, y);
         break;
       case DType::kUInt32:
-        MatMulReference(s, a.data<uint32_t>(), b.data<uint32_t>(), y.data<uint32_t>());
+        Reference<uint32_t>(s, a, b, bias, y);
         break;
       case DType::kUInt64:
-        MatMulReference(s, a.data<uint64_t>(), b.data<uint64_t>(), y.data<uint64_t>());
+        Reference<uint64_t>(s, a, b, bias, y);
         break;
       default:
         return DTypeError(0, a.dtype(), "float32, float64, int32, int64, uint32, uint64");
@@ -137,7 +168,6 @@ class MatMulKernel final : public Kernel {
     return Status::Ok();
   }
 
- private:
   std::shared_ptr<du::MatmulPlan> MakePlan(const MatMulShape& s, bool fold_batch) {
     du::MatmulSpec spec;
     if (fold_batch) {  // B has no batch dims, so Y's batch dims are A's: one (rows x K) x (K x N)
@@ -145,9 +175,10 @@ class MatMulKernel final : public Kernel {
       spec.src = du::PlainDesc({rows, s.k});
       spec.weights = du::PlainDesc({s.k, s.n});
       spec.dst = du::PlainDesc({rows, s.n});
+      if (fused_bias_) spec.bias = du::PlainDesc({1, s.n});
       return du::MakeMatmul(spec, const_b_.raw(), &packed_b_);
     }
-    if (s.batch.size() + 2 > DNNL_MAX_NDIMS) return nullptr;
+    if (fused_bias_ || s.batch.size() + 2 > DNNL_MAX_NDIMS) return nullptr;  // bias: the folded plan only
     auto with = [](Shape batch, int64_t r, int64_t c) {
       batch.push_back(r);
       batch.push_back(c);
@@ -160,6 +191,7 @@ class MatMulKernel final : public Kernel {
   }
 
   bool reference_only_;
+  bool fused_bias_;  // com.seqto.FusedMatMul: input 2 is added to every row
   Tensor const_b_;   // constant 1-D/2-D float32 B (undefined otherwise)
   memory packed_b_;  // const_b_ as the latest plan wants it (packed at creation)
   du::ShapeCache<du::MatmulPlan> plans_;
@@ -170,7 +202,14 @@ class MatMulKernel final : public Kernel {
 void RegisterMatMul(OpRegistry& r) {
   r.Register({"MatMul", "", 1, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
                 if (init.node.num_present_inputs() != 2) return UserError("expected 2 inputs (A, B)");
-                auto kernel = std::make_unique<MatMulKernel>(init.reference_only);
+                auto kernel = std::make_unique<MatMulKernel>(init.reference_only, /*fused_bias=*/false);
+                kernel->Prepare(init.constant(1));
+                return std::unique_ptr<Kernel>(std::move(kernel));
+              }});
+  r.Register({"FusedMatMul", "com.seqto", 1, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
+                if (init.node.num_present_inputs() != 3 || init.node.inputs.size() != 3)
+                  return UserError("expected 3 inputs (A, B, Bias)");
+                auto kernel = std::make_unique<MatMulKernel>(init.reference_only, /*fused_bias=*/true);
                 kernel->Prepare(init.constant(1));
                 return std::unique_ptr<Kernel>(std::move(kernel));
               }});
