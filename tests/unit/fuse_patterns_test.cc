@@ -138,6 +138,47 @@ TEST(FusePatterns, KeptValuesStopTheFusions) {
   EXPECT_EQ(ops, (std::vector<std::string>{"Add", "Add", "Clip", "Constant", "Conv", "Div", "Mul"}));
 }
 
+// x -> Relu -> * a -> + c -> Conv(k x k, pad) -> * s -> y
+ir::Model AffineIntoConvModel(int64_t k, int64_t pad, std::mt19937& rng) {
+  ir::Model m = NewModel({2, 4, 6, 5});
+  auto& g = m.graph;
+  g.initializers["w"] = RandomTensor({6, 2, k, k}, rng);  // 2 groups
+  g.initializers["b"] = RandomTensor({6}, rng);
+  g.initializers["a"] = Tensor::FromVector<float>({1}, {0.7f});
+  g.initializers["c"] = Tensor::Scalar<float>(-0.3f);
+  g.initializers["s"] = RandomTensor({6, 1, 1}, rng);
+  g.nodes.push_back(MakeNode("relu", "Relu", {"x"}, {"r"}));
+  g.nodes.push_back(MakeNode("mul_a", "Mul", {"r", "a"}, {"ra"}));
+  g.nodes.push_back(MakeNode("add_c", "Add", {"c", "ra"}, {"rc"}));
+  ir::Node conv = MakeNode("conv", "Conv", {"rc", "w", "b"}, {"cv"});
+  conv.attributes["group"] = testing::Int(2);
+  conv.attributes["pads"] = testing::Ints({pad, pad, pad, pad});
+  g.nodes.push_back(conv);
+  g.nodes.push_back(MakeNode("mul_s", "Mul", {"cv", "s"}, {"y"}));
+  return m;
+}
+
+TEST(FoldConvAffine, ScaleAndShiftBeforeAnUnpaddedConvFold) {
+  for (int64_t k : {1, 3}) {
+    SCOPED_TRACE("kernel " + std::to_string(k));
+    std::mt19937 rng(23);
+    const ir::Model model = AffineIntoConvModel(k, 0, rng);
+    const ir::Graph g = Optimized(model);
+    // Relu then the conv with everything folded (fuse-conv has nothing to take).
+    EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Relu", "Conv"}));
+    ExpectSameFunction(model, RandomTensor({2, 4, 6, 5}, rng, -2.f, 2.f));
+  }
+}
+
+TEST(FoldConvAffine, ScaleAndShiftBeforeAPaddedConvStay) {
+  std::mt19937 rng(23);
+  const ir::Model model = AffineIntoConvModel(3, 1, rng);
+  const ir::Graph g = Optimized(model);
+  // The padded border would see c, not 0: only the Mul after the conv folds.
+  EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Relu", "Mul", "Add", "Conv"}));
+  ExpectSameFunction(model, RandomTensor({2, 4, 6, 5}, rng, -2.f, 2.f));
+}
+
 // x -> written-out LayerNorm over the last axis [-> * gamma -> + beta] -> y
 ir::Model LayerNormModel(bool affine, bool pow, std::mt19937& rng) {
   ir::Model m = NewModel({2, 5, 8});

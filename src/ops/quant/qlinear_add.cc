@@ -27,10 +27,17 @@ struct AddParams {
 
 // Y[i] for A[a_off + i * a_step], B[b_off + i * b_step], i in [0, n): the parameters
 // are locals and the forms branch-free, so the loop vectorizes (see quant_util.h).
-template <typename A, typename B, typename Y>
+// The steps are template arguments where they are 0 or 1 (contiguous or broadcast
+// operands: the common cases, a bias row or a scalar), which lets the loads
+// vectorize too; kAny reads them from the arguments.
+constexpr int64_t kAny = -1;
+
+template <int64_t kAStep, int64_t kBStep, typename A, typename B, typename Y>
 void AddRow(const A* pa, int64_t a_step, const B* pb, int64_t b_step, Y* py, int64_t n, const AddParams& p) {
   const float sa = p.sa, sb = p.sb, sy = p.sy, lo = p.lo, hi = p.hi;
   const int32_t za = p.za, zb = p.zb, zy = p.zy;
+  if constexpr (kAStep != kAny) a_step = kAStep;
+  if constexpr (kBStep != kAny) b_step = kBStep;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float fa = static_cast<float>(static_cast<int32_t>(pa[i * a_step]) - za) * sa;
@@ -40,17 +47,49 @@ void AddRow(const A* pa, int64_t a_step, const B* pb, int64_t b_step, Y* py, int
 }
 
 template <typename A, typename B, typename Y>
+void AddAnyRow(const A* pa, int64_t as, const B* pb, int64_t bs, Y* py, int64_t n, const AddParams& p) {
+  if (as == 1 && bs == 1)
+    AddRow<1, 1>(pa, as, pb, bs, py, n, p);
+  else if (as == 1 && bs == 0)
+    AddRow<1, 0>(pa, as, pb, bs, py, n, p);
+  else if (as == 0 && bs == 1)
+    AddRow<0, 1>(pa, as, pb, bs, py, n, p);
+  else
+    AddRow<kAny, kAny>(pa, as, pb, bs, py, n, p);
+}
+
+template <typename A, typename B, typename Y>
 void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
   const A* pa = a.data<A>();
   const B* pb = b.data<B>();
   Y* py = y.data<Y>();
   if (a.shape() == b.shape()) {
-    ParallelFor(y.numel(), 4,
-                [&](int64_t begin, int64_t end) { AddRow(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p); });
+    ParallelFor(y.numel(), 4, [&](int64_t begin, int64_t end) {
+      AddRow<1, 1>(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p);
+    });
     return;
   }
-  plan.ForEachRow([&](int64_t o, int64_t ao, int64_t as, int64_t bo, int64_t bs, int64_t n) {
-    AddRow(pa + ao, as, pb + bo, bs, py + o, n, p);
+  // Rows of the innermost dim, in parallel: each row's offsets from its index.
+  const Shape& out = plan.out_shape;
+  const int64_t rank = static_cast<int64_t>(out.size());
+  if (rank == 0) {
+    AddRow<kAny, kAny>(pa, 0, pb, 0, py, 1, p);
+    return;
+  }
+  const int64_t inner = out[rank - 1];
+  if (inner == 0) return;
+  const int64_t as = plan.a_strides[rank - 1], bs = plan.b_strides[rank - 1];
+  ParallelFor(y.numel() / inner, inner * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t ao = 0, bo = 0;
+      for (int64_t d = rank - 2, rest = r; d >= 0; --d) {
+        const int64_t i = rest % out[d];
+        rest /= out[d];
+        ao += i * plan.a_strides[d];
+        bo += i * plan.b_strides[d];
+      }
+      AddAnyRow(pa + ao, as, pb + bo, bs, py + r * inner, inner, p);
+    }
   });
 }
 
