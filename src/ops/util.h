@@ -10,6 +10,17 @@
 #include "core/tensor.h"
 #include "ops/op.h"
 
+// Hot float loops whose results may differ in the last bit between instruction
+// sets (approximations, reductions): the build targets baseline x86-64 (SSE2, 4
+// lanes), and a function marked SEQTO_WIDE_CLONES is also compiled for AVX2+FMA and
+// AVX-512, the loader picking the widest the CPU has (GCC's target_clones). Not for
+// code that must be bit-exact (ops/quant): FMA contraction changes roundings.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SEQTO_WIDE_CLONES [[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]]
+#else
+#define SEQTO_WIDE_CLONES
+#endif
+
 namespace seqto::ops {
 
 // Iterates over the output of a broadcast between `a` and `b` (numpy rules).

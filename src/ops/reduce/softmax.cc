@@ -126,25 +126,26 @@ inline float RowMax(const float* p, int64_t n) {
   return nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
+// One row of n contiguous elements.
+SEQTO_WIDE_CLONES void SoftmaxRowF32(Mode mode, const float* p, float* q, int64_t n, float lo) {
+  const float m = RowMax(p, n);
+  if (mode == Mode::kSoftmax) {
+    const float inv = static_cast<float>(1.0 / SumExp(p, n, m, lo, q));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) q[i] *= inv;
+  } else {
+    // (x - m) - log(sum): x - m is exact near the maximum, where it matters.
+    const float log_sum = static_cast<float>(std::log(SumExp(p, n, m, lo, nullptr)));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - m) - log_sum;
+  }
+}
+
 // Rows of n contiguous elements.
 void SoftmaxRowsF32(Mode mode, const float* x, int64_t rows, int64_t n, float* y) {
   const float lo = ExpClampLow();
   ParallelFor(rows, n * 4, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* p = x + r * n;
-      float* q = y + r * n;
-      const float m = RowMax(p, n);
-      if (mode == Mode::kSoftmax) {
-        const float inv = static_cast<float>(1.0 / SumExp(p, n, m, lo, q));
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) q[i] *= inv;
-      } else {
-        // (x - m) - log(sum): x - m is exact near the maximum, where it matters.
-        const float log_sum = static_cast<float>(std::log(SumExp(p, n, m, lo, nullptr)));
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) q[i] = (p[i] - m) - log_sum;
-      }
-    }
+    for (int64_t r = b; r < e; ++r) SoftmaxRowF32(mode, x + r * n, y + r * n, n, lo);
   });
 }
 
