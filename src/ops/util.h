@@ -10,15 +10,19 @@
 #include "core/tensor.h"
 #include "ops/op.h"
 
-// Hot float loops whose results may differ in the last bit between instruction
-// sets (approximations, reductions): the build targets baseline x86-64 (SSE2, 4
-// lanes), and a function marked SEQTO_WIDE_CLONES is also compiled for AVX2+FMA and
-// AVX-512, the loader picking the widest the CPU has (GCC's target_clones). Not for
-// code that must be bit-exact (ops/quant): FMA contraction changes roundings.
+// Hot loops: the build targets baseline x86-64 (SSE2, 4 lanes), and a function
+// marked SEQTO_WIDE_CLONES is also compiled for AVX2+FMA and AVX-512, the loader
+// picking the widest the CPU has (GCC's target_clones). Its results may differ in
+// the last bit between the clones (FMA contraction): for approximations and
+// reductions. SEQTO_WIDE_CLONES_EXACT turns contraction off, so every clone does
+// exactly the source's float operations (ops/quant's bit-exact kernels).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define SEQTO_WIDE_CLONES [[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]]
+#define SEQTO_WIDE_CLONES_EXACT \
+  [[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4"), gnu::optimize("fp-contract=off")]]
 #else
 #define SEQTO_WIDE_CLONES
+#define SEQTO_WIDE_CLONES_EXACT
 #endif
 
 namespace seqto::ops {

@@ -30,6 +30,26 @@ namespace du = dnnl_util;
 using dnnl::memory;
 using quant::MatrixParam;
 
+// The loops over one row of the fast path's output, also compiled for AVX2 and
+// AVX-512 (without FMA contraction: the same float operations on every path).
+// y[j] = clamp(round(acc[j] * mult[j]) + zy).
+template <typename Y>
+SEQTO_WIDE_CLONES_EXACT void RequantizeRow(const int32_t* acc, const float* mult, Y* y, int64_t n, float lo, float hi,
+                                           int32_t zy) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = static_cast<Y>(quant::QuantizeClamped(static_cast<float>(acc[j]) * mult[j], lo, hi, zy));
+}
+
+// acc[j] -= zb[j] * t + za * colsum[j], in wrapping 32-bit arithmetic.
+SEQTO_WIDE_CLONES_EXACT void CompensateRow(int32_t* acc, const int32_t* zb, const int32_t* colsum, uint32_t t,
+                                           uint32_t za, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    acc[j] = static_cast<int32_t>(static_cast<uint32_t>(acc[j]) - static_cast<uint32_t>(zb[j]) * t -
+                                  za * static_cast<uint32_t>(colsum[j]));
+}
+
 struct QMatMulShape {
   Shape batch;             // Y's batch dims
   Shape a_batch, b_batch;  // A's and B's own batch dims
@@ -280,17 +300,10 @@ class QMatMulKernel final : public Kernel {
         const float lo = bounds.lo, hi = bounds.hi;
         const float* mr = mult.data();
         const int32_t* ar = acc + r * s.n;
-        if (u8) {
-          uint8_t* yr = static_cast<uint8_t*>(out) + r * s.n;
-#pragma omp simd
-          for (int64_t j = 0; j < s.n; ++j)
-            yr[j] = static_cast<uint8_t>(quant::QuantizeClamped(static_cast<float>(ar[j]) * mr[j], lo, hi, zy));
-        } else {
-          int8_t* yr = static_cast<int8_t*>(out) + r * s.n;
-#pragma omp simd
-          for (int64_t j = 0; j < s.n; ++j)
-            yr[j] = static_cast<int8_t>(quant::QuantizeClamped(static_cast<float>(ar[j]) * mr[j], lo, hi, zy));
-        }
+        if (u8)
+          RequantizeRow(ar, mr, static_cast<uint8_t*>(out) + r * s.n, s.n, lo, hi, zy);
+        else
+          RequantizeRow(ar, mr, static_cast<int8_t*>(out) + r * s.n, s.n, lo, hi, zy);
       }
     });
   }
@@ -381,11 +394,7 @@ class QMatMulKernel final : public Kernel {
         const uint32_t t = rs - static_cast<uint32_t>(s.k) * za;
         const int32_t* cs = colsum + b_mat * s.n;
         const int32_t* zb = zbp.data() + b_mat * s.n;
-        int32_t* out = acc + r * s.n;
-#pragma omp simd
-        for (int64_t j = 0; j < s.n; ++j)
-          out[j] = static_cast<int32_t>(static_cast<uint32_t>(out[j]) - static_cast<uint32_t>(zb[j]) * t -
-                                        za * static_cast<uint32_t>(cs[j]));
+        CompensateRow(acc + r * s.n, zb, cs, t, za, s.n);
       }
     });
     return true;

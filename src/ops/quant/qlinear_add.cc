@@ -29,11 +29,13 @@ struct AddParams {
 // are locals and the forms branch-free, so the loop vectorizes (see quant_util.h).
 // The steps are template arguments where they are 0 or 1 (contiguous or broadcast
 // operands: the common cases, a bias row or a scalar), which lets the loads
-// vectorize too; kAny reads them from the arguments.
+// vectorize too; kAny reads them from the arguments. Also compiled for AVX2 and
+// AVX-512, without FMA contraction (the same float operations on every path).
 constexpr int64_t kAny = -1;
 
 template <int64_t kAStep, int64_t kBStep, typename A, typename B, typename Y>
-void AddRow(const A* pa, int64_t a_step, const B* pb, int64_t b_step, Y* py, int64_t n, const AddParams& p) {
+SEQTO_WIDE_CLONES_EXACT void AddRow(const A* pa, int64_t a_step, const B* pb, int64_t b_step, Y* py, int64_t n,
+                                    const AddParams& p) {
   const float sa = p.sa, sb = p.sb, sy = p.sy, lo = p.lo, hi = p.hi;
   const int32_t za = p.za, zb = p.zb, zy = p.zy;
   if constexpr (kAStep != kAny) a_step = kAStep;
