@@ -130,7 +130,17 @@ inline float RowMax(const float* p, int64_t n) {
 SEQTO_WIDE_CLONES void SoftmaxRowF32(Mode mode, const float* p, float* q, int64_t n, float lo) {
   const float m = RowMax(p, n);
   if (mode == Mode::kSoftmax) {
-    const float inv = static_cast<float>(1.0 / SumExp(p, n, m, lo, q));
+    // A float sum here (one partial sum per vector lane): every term is in (0, 1]
+    // and one is 1, so its relative error stays within n / lanes ulp, and the
+    // float lanes run twice as wide as double ones.
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = FastExp(p[i] - m, lo);
+      q[i] = v;
+      sum += v;
+    }
+    const float inv = 1.0f / sum;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) q[i] *= inv;
   } else {
