@@ -63,34 +63,37 @@ Expected<std::vector<double>> ExpandToRow(const Tensor& t, const Shape& row, int
   return out;
 }
 
+// One row: statistics in double (two passes), then the normalized row. Also
+// compiled for AVX2 and AVX-512 (SEQTO_WIDE_CLONES): four times the double lanes.
+template <typename T>
+SEQTO_WIDE_CLONES void LayerNormRow(const T* p, T* q, int64_t d, const T* sp, const T* bp, double eps, double& mean_out,
+                                    double& inv_out) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < d; ++i) s += static_cast<double>(p[i]);
+  const double mean = s / static_cast<double>(d);
+  double v = 0;
+#pragma omp simd reduction(+ : v)
+  for (int64_t i = 0; i < d; ++i) {
+    const double dev = static_cast<double>(p[i]) - mean;
+    v += dev * dev;
+  }
+  const double inv = 1.0 / std::sqrt(v / static_cast<double>(d) + eps);
+  mean_out = mean;
+  inv_out = inv;
+  const T mt = static_cast<T>(mean), it = static_cast<T>(inv);
+#pragma omp simd
+  for (int64_t i = 0; i < d; ++i) q[i] = (p[i] - mt) * it * sp[i] + bp[i];
+}
+
 template <typename T>
 void LayerNormKernel(const T* x, int64_t rows, int64_t d, const std::vector<double>& scale,
                      const std::vector<double>* bias, double eps, T* y, double* mean_out, double* inv_out) {
   std::vector<T> sc(scale.begin(), scale.end()), bi(static_cast<size_t>(d), T(0));
   if (bias) bi.assign(bias->begin(), bias->end());
   ParallelFor(rows, d * 3, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const T* p = x + r * d;
-      T* q = y + r * d;
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < d; ++i) s += static_cast<double>(p[i]);
-      const double mean = s / static_cast<double>(d);
-      double v = 0;
-#pragma omp simd reduction(+ : v)
-      for (int64_t i = 0; i < d; ++i) {
-        const double dev = static_cast<double>(p[i]) - mean;
-        v += dev * dev;
-      }
-      const double inv = 1.0 / std::sqrt(v / static_cast<double>(d) + eps);
-      mean_out[r] = mean;
-      inv_out[r] = inv;
-      const T mt = static_cast<T>(mean), it = static_cast<T>(inv);
-      const T* sp = sc.data();
-      const T* bp = bi.data();
-#pragma omp simd
-      for (int64_t i = 0; i < d; ++i) q[i] = (p[i] - mt) * it * sp[i] + bp[i];
-    }
+    for (int64_t r = lo; r < hi; ++r)
+      LayerNormRow(x + r * d, y + r * d, d, sc.data(), bi.data(), eps, mean_out[r], inv_out[r]);
   });
 }
 
