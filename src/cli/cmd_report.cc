@@ -78,6 +78,7 @@ class ReportValidator {
     if (root.contains("groups")) SEQTO_RETURN_IF_ERROR(ValidateGroups(root["groups"]));
     SEQTO_RETURN_IF_ERROR(ValidateCycles(root));
     SEQTO_RETURN_IF_ERROR(ValidateMachineBusy(root));
+    SEQTO_RETURN_IF_ERROR(ValidateStageSeconds(root));
     return ValidatePareto(root);
   }
 
@@ -157,6 +158,35 @@ class ReportValidator {
       return UserError("machine_busy: expected an object or null, got " + std::string(TypeName(*it)));
     SEQTO_ASSIGN_OR_RETURN(const json* warning, Require(*it, "warning", "machine_busy"));
     return ExpectString(*warning, "machine_busy.warning");
+  }
+
+  // stage_seconds: absent, or {stage: seconds ≥ 0, ..., "candidates": [{"cycle",
+  // "seconds"}], "reused": [stage names]}.
+  static Status ValidateStageSeconds(const json& root) {
+    auto it = root.find("stage_seconds");
+    if (it == root.end()) return Status::Ok();
+    const std::string p = "stage_seconds";
+    SEQTO_RETURN_IF_ERROR(ExpectType(*it, json::value_t::object, p));
+    for (const auto& [key, value] : it->items()) {
+      if (key == "candidates") {
+        SEQTO_RETURN_IF_ERROR(ExpectType(value, json::value_t::array, Join(p, key)));
+        for (size_t i = 0; i < value.size(); ++i) {
+          const std::string c = At(Join(p, key), i);
+          SEQTO_RETURN_IF_ERROR(ExpectType(value[i], json::value_t::object, c));
+          SEQTO_ASSIGN_OR_RETURN(const json* cycle, Require(value[i], "cycle", c));
+          SEQTO_ASSIGN_OR_RETURN(const int64_t index, ExpectIndex(*cycle, Join(c, "cycle"), 0));
+          (void)index;
+          SEQTO_ASSIGN_OR_RETURN(const json* seconds, Require(value[i], "seconds", c));
+          SEQTO_RETURN_IF_ERROR(ExpectNonNegative(*seconds, Join(c, "seconds")));
+        }
+      } else if (key == "reused") {
+        SEQTO_RETURN_IF_ERROR(ExpectType(value, json::value_t::array, Join(p, key)));
+        for (size_t i = 0; i < value.size(); ++i) SEQTO_RETURN_IF_ERROR(ExpectString(value[i], At(Join(p, key), i)));
+      } else {
+        SEQTO_RETURN_IF_ERROR(ExpectNonNegative(value, Join(p, key)));
+      }
+    }
+    return Status::Ok();
   }
 
   Status ValidateObjectives(const json& settings) {

@@ -2,6 +2,8 @@
 // and data to the Pareto-optimal selectively quantized models (tune/tuner.h does the
 // work), then the HTML report (seqto report).
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 
@@ -35,6 +37,7 @@ int RunTuneCommand(const TuneArgs& a) {
   if (a.no_report) return kExitOk;
   // The run is only done when its report can be read: a failure here keeps the results
   // (report.json and the models are written) but is not a success.
+  const auto report_start = std::chrono::steady_clock::now();
   Status report = WriteRunReport(result->run_dir);
   if (!report.ok()) {
     Error e = report.error();
@@ -42,6 +45,9 @@ int RunTuneCommand(const TuneArgs& a) {
                 ": write the report with `seqto report " + result->run_dir + "`";
     return ReportError("tune", e);
   }
+  // The last stage, after report.json was written (so only printed).
+  std::cout << "report.html written in " << std::fixed << std::setprecision(1)
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - report_start).count() << " s\n";
   return kExitOk;
 }
 

@@ -27,6 +27,7 @@
 #include "runners/runner.h"
 #include "tune/data_split.h"
 #include "tune/search.h"
+#include "tune/stage_times.h"
 
 namespace seqto::tune {
 
@@ -270,6 +271,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
+  StageTimes times;
   const fs::path dir = config.out;
   const json settings = config.ToJson();
 
@@ -388,6 +390,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   // Calibrate once (and keep the ranges, so a resumed run uses the very same ones).
   quant::TensorRanges ranges;
   const fs::path calib_file = dir / "calibration.json";
+  times.Stage("setup");
+  const bool calibration_reused = fs::exists(calib_file);
   if (qopts.mode == quant::QuantMode::kStatic) {
     if (fs::exists(calib_file)) {
       SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(calib_file));
@@ -421,13 +425,15 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
       quant::QuantPlan::Create(prepared, qopts, qopts.mode == quant::QuantMode::kStatic ? &ranges : nullptr));
   const auto& groups = plan.groups();
   say("quantization plan: " + std::to_string(groups.size()) + " groups");
+  times.Stage("calibration", calibration_reused);
 
   // Analysis and ranking (once).
   SEQTO_ASSIGN_OR_RETURN(const quant::Ranker* ranker, quant::GetRanker(config.ranker));
   const fs::path analysis_file = dir / "analysis.json";
   std::vector<std::string> order;
   json groups_json = json::array();
-  if (fs::exists(analysis_file)) {
+  const bool analysis_reused = fs::exists(analysis_file);
+  if (analysis_reused) {
     SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(analysis_file));
     order = j.at("rankings").at(config.ranker).get<std::vector<std::string>>();
     groups_json = j.at("groups");
@@ -465,6 +471,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   }
   if (order.size() != groups.size())
     return UserError(analysis_file.string() + ": the ranking does not match the plan's groups (delete the file)");
+  times.Stage("analysis", analysis_reused);
 
   // The runner, and the float model's outputs and latency, once.
   runners::RunnerOptions ropts;
@@ -481,7 +488,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   const fs::path baseline_file = dir / "baseline.json", baseline_out = dir / "baseline" / "output.npy";
   json baseline;
   Tensor float_output;
-  if (fs::exists(baseline_file) && fs::exists(baseline_out)) {
+  const bool baseline_reused = fs::exists(baseline_file) && fs::exists(baseline_out);
+  if (baseline_reused) {
     SEQTO_ASSIGN_OR_RETURN(baseline, ReadJson(baseline_file));
     SEQTO_ASSIGN_OR_RETURN(float_output, ReadNpy(baseline_out.string()));
   } else {
@@ -507,6 +515,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     SEQTO_RETURN_IF_ERROR(WriteJson(baseline_file, baseline));
   }
   const double float_top1 = has_labels ? baseline.at("accuracy").at("top1").get<double>() : 0.0;
+  times.Stage("baseline", baseline_reused);
 
   // Finished candidates from an earlier run.
   std::map<size_t, Cycle> cycles;
@@ -564,6 +573,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     report["ranking"] = order;
     report["complete"] = final;
     report["machine_busy"] = MachineBusyJson(baseline, list, measure_threads);
+    report["stage_seconds"] = times.Json();
     if (!report["machine_busy"].is_null() && !warned_busy) {
       warned_busy = true;
       if (options.warn) options.warn(report["machine_busy"]["warning"].get<std::string>());
@@ -608,6 +618,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     std::map<size_t, CandidateOutcome> done;
     for (const auto& [k, c] : cycles) done[k] = c.outcome;
     std::optional<size_t> next = strategy->Next(done);
+    times.Stage("search");
     if (!next) break;
     const size_t k = *next;
     const std::vector<std::string> excluded(order.begin(), order.begin() + static_cast<long>(k));
@@ -656,9 +667,14 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
          << HumanBytes(j["size_bytes"].get<double>()) << ", " << std::setprecision(3) << lat.p50 << " ms"
          << (LatencyUnstable(lat) ? " (unstable: p95/p50 > 1.5)" : "");
     say(line.str());
+    const double seconds = times.Lap();
+    times.Add("candidates", seconds);
+    times.Candidate(k, seconds);
     SEQTO_RETURN_IF_ERROR(write_report(false));
+    times.Stage("report");
   }
   SEQTO_RETURN_IF_ERROR(write_report(true));
+  times.Stage("report");
   result.cycles = cycles.size();
   result.report_path = (dir / "report.json").string();
 
@@ -691,6 +707,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
       << std::setprecision(3) << c.outcome.latency_ms << " ms -> "
       << (dir / p["model_file"].get<std::string>()).string() << "\n";
   }
+  s << "\n" << times.Text();
   result.summary = s.str();
   return result;
 }

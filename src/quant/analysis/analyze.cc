@@ -14,6 +14,7 @@
 
 #include "core/parallel.h"
 #include "eval/metrics.h"
+#include "quant/analysis/incremental.h"
 
 namespace seqto::quant {
 
@@ -466,39 +467,93 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
     };
     auto group_context = [&](size_t g) { return "group '" + groups[g].name + "'"; };
 
-    double full_subset_loss = 0;
-    SEQTO_RETURN_IF_ERROR(loss_of({}, full_subset_loss));
-    result.sensitivity_full_loss = full_subset_loss;
     std::set<std::string> all_names;
     for (const auto& g : groups) all_names.insert(g.name);
 
-    // Isolated (every other group excluded) and revert-one (only this group excluded).
-    std::vector<std::set<std::string>> plans;
-    std::vector<size_t> plan_group;
-    std::vector<bool> plan_isolated;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      if (options.revert_one) {
-        plans.push_back({groups[g].name});
-        plan_group.push_back(g);
-        plan_isolated.push_back(false);
-      }
-      std::set<std::string> others = all_names;
-      others.erase(groups[g].name);
-      plans.push_back(std::move(others));
-      plan_group.push_back(g);
-      plan_isolated.push_back(true);
+    // The incremental path's samples, in chunks (its memory is one chunk's kept
+    // values); the isolated pass may stop early and leave fewer for the later ones.
+    std::vector<runtime::TensorMap> chunks, chunk_refs;
+    if (options.incremental) {
+      const auto rows = static_cast<int64_t>(std::max<size_t>(1, options.chunk_samples));
+      chunks = Rechunk(sens_batches, rows);
+      chunk_refs = Rechunk(sens_ref, rows);
     }
-    SEQTO_ASSIGN_OR_RETURN(const std::vector<double> losses,
-                           evaluate(plans, [&](size_t i) { return group_context(plan_group[i]); }));
-    std::vector<double> isolated_loss(groups.size(), kNaN), revert_one_loss(groups.size(), kNaN);
-    for (size_t i = 0; i < plans.size(); ++i) {
-      const size_t g = plan_group[i];
-      if (plan_isolated[i]) {
-        isolated_loss[g] = result.groups[g].sensitivity_isolated = losses[i];
-      } else {
-        revert_one_loss[g] = losses[i];
-        result.groups[g].sensitivity_revert_one = full_subset_loss - losses[i];
+    const int workers = options.threads > 0 ? options.threads : hw;
+    // Losses of `trials`, all edits of the plan `base` by one group.
+    auto round = [&](const std::set<std::string>& base, const std::vector<std::set<std::string>>& trials,
+                     const std::string& what, const std::function<std::string(size_t)>& plan_context,
+                     std::function<bool(size_t, const std::vector<double>&)> after_chunk =
+                         nullptr) -> Expected<std::vector<double>> {
+      if (!options.incremental) {
+        result.plan_evaluations += trials.size();
+        return evaluate(trials, plan_context);
       }
+      // The fully quantized model's loss is measured by the other path too, uncounted.
+      const bool counted = !(trials.size() == 1 && trials[0].empty() && base.empty());
+      if (counted) result.plan_evaluations += trials.size();
+      IncrementalOptions io;
+      io.workers = workers;
+      io.after_chunk = std::move(after_chunk);
+      size_t used = chunks.size();
+      auto losses = IncrementalLosses(plan, base, trials, chunks, chunk_refs, io, &used);
+      if (!losses) return Status(losses.error()).WithContext(what);
+      chunks.resize(used);
+      chunk_refs.resize(used);
+      for (size_t i = 0; counted && i < trials.size(); ++i)  // one call per plan, as the other path
+        if (options.progress) options.progress(++done, total_units);
+      return losses;
+    };
+
+    // Isolated (every other group excluded): an edit of the float model. With the
+    // incremental path it also decides how many samples the passes need.
+    std::vector<std::set<std::string>> plans;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      plans.push_back(all_names);
+      plans.back().erase(groups[g].name);
+    }
+    std::function<bool(size_t, const std::vector<double>&)> stable = nullptr;
+    std::vector<std::string> last_top;
+    size_t unchanged = 0;
+    if (options.incremental && options.stable_chunks > 0) {
+      stable = [&](size_t used, const std::vector<double>& losses) {
+        std::vector<size_t> order(losses.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return losses[a] > losses[b]; });
+        std::vector<std::string> top;
+        for (size_t i = 0; i < order.size() && i < options.stable_top; ++i) top.push_back(groups[order[i]].name);
+        unchanged = top == last_top ? unchanged + 1 : 0;
+        last_top = top;
+        result.stability_trace.push_back(top);
+        return used >= options.min_chunks && unchanged >= options.stable_chunks;
+      };
+    }
+    SEQTO_ASSIGN_OR_RETURN(const std::vector<double> isolated_loss,
+                           round(all_names, plans, "isolated pass", group_context, stable));
+    for (size_t g = 0; g < groups.size(); ++g) result.groups[g].sensitivity_isolated = isolated_loss[g];
+    if (options.incremental) {
+      result.sensitivity_samples = 0;
+      for (const auto& c : chunks)
+        result.sensitivity_samples += c.empty() || c.begin()->second.rank() == 0 ? 1 : c.begin()->second.dim(0);
+    }
+
+    double full_subset_loss = 0;
+    if (options.incremental) {
+      SEQTO_ASSIGN_OR_RETURN(const std::vector<double> l,
+                             round({}, {{}}, "the fully quantized model", [](size_t) { return std::string(); }));
+      full_subset_loss = l[0];
+    } else {
+      SEQTO_RETURN_IF_ERROR(loss_of({}, full_subset_loss));
+    }
+    result.sensitivity_full_loss = full_subset_loss;
+
+    // Revert-one (only this group excluded): an edit of the full quantization.
+    std::vector<double> revert_one_loss(groups.size(), kNaN);
+    if (options.revert_one) {
+      plans.clear();
+      for (size_t g = 0; g < groups.size(); ++g) plans.push_back({groups[g].name});
+      SEQTO_ASSIGN_OR_RETURN(revert_one_loss, round({}, plans, "revert-one pass", group_context));
+      for (size_t g = 0; g < groups.size(); ++g)
+        result.groups[g].sensitivity_revert_one = full_subset_loss - revert_one_loss[g];
     }
 
     // Greedy forward selection: revert the group that leaves the lowest output loss
@@ -517,9 +572,9 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
             trial.push_back(reverted);
             trial.back().insert(groups[g].name);
           }
-          SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, evaluate(trial, [&](size_t i) {
-                                   return "forward step " + std::to_string(step + 1) + ", " +
-                                          group_context(remaining[i]);
+          const std::string what = "forward step " + std::to_string(step + 1);
+          SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, round(reverted, trial, what, [&](size_t i) {
+                                   return what + ", " + group_context(remaining[i]);
                                  }));
           step_loss.assign(groups.size(), kNaN);
           for (size_t i = 0; i < remaining.size(); ++i) step_loss[remaining[i]] = l[i];
@@ -541,9 +596,9 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
       std::vector<size_t> left(groups.size());
       std::iota(left.begin(), left.end(), 0);
       std::vector<SearchStep> eliminated;  // in elimination order, with the loss after it
-      for (size_t round = 0; left.size() > 1; ++round) {
+      for (size_t r = 0; left.size() > 1; ++r) {
         std::vector<double> round_loss;
-        if (round == 0) {
+        if (r == 0) {
           round_loss = isolated_loss;
         } else {
           std::vector<std::set<std::string>> trial;
@@ -551,8 +606,9 @@ Expected<AnalysisResult> Analyze(const QuantPlan& plan, const BatchList& data, c
             trial.push_back(excluded);
             trial.back().erase(groups[g].name);
           }
-          SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, evaluate(trial, [&](size_t i) {
-                                   return "backward round " + std::to_string(round + 1) + ", " + group_context(left[i]);
+          const std::string what = "backward round " + std::to_string(r + 1);
+          SEQTO_ASSIGN_OR_RETURN(std::vector<double> l, round(excluded, trial, what, [&](size_t i) {
+                                   return what + ", " + group_context(left[i]);
                                  }));
           round_loss.assign(groups.size(), kNaN);
           for (size_t i = 0; i < left.size(); ++i) round_loss[left[i]] = l[i];

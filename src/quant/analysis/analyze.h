@@ -53,6 +53,19 @@ struct AnalysisOptions {
   size_t greedy_steps = 8;
   bool backward = true;  // with greedy_steps > 0: also backward elimination
   int threads = 0;       // 0: all cores; groups are evaluated in parallel
+  // Sensitivity passes and searches evaluate edited plans incrementally
+  // (quant/analysis/incremental.h): each round's base runs once per chunk of
+  // `chunk_samples` samples, each plan only downstream of its change. false: every
+  // plan runs whole on every sample (the reference the tests compare with).
+  bool incremental = true;
+  size_t chunk_samples = 10;
+  // With incremental: the sensitivity passes stop adding chunks once the first
+  // `stable_top` groups by isolated loss (in order) have stayed the same over the
+  // last `stable_chunks` chunks added (and at least `min_chunks` are in); later
+  // passes use the same samples. stable_chunks = 0: all samples.
+  size_t stable_top = 10;
+  size_t stable_chunks = 2;
+  size_t min_chunks = 3;
   // Called after each unit of work (done, total) for progress display.
   std::function<void(size_t, size_t)> progress;
 };
@@ -91,6 +104,10 @@ struct AnalysisResult {
   double full_output_sqnr_db = 0;
   size_t samples = 0;
   size_t sensitivity_samples = 0;  // samples the sensitivity passes used
+  // With incremental and stable_chunks > 0: the isolated pass's first stable_top
+  // groups after each chunk of samples (how the sample count was chosen).
+  std::vector<std::vector<std::string>> stability_trace;
+  size_t plan_evaluations = 0;  // edited plans the sensitivity passes and searches measured
   // Output loss of the fully quantized model on the sensitivity subset (what
   // revert-one and the search losses compare with); NaN without sensitivity.
   double sensitivity_full_loss = 0;

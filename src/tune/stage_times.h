@@ -1,0 +1,46 @@
+// Where a `seqto tune` run spent its time, stage by stage (printed at the end of the
+// run, report.json's `stage_seconds`, docs/report-format.md): the analysis must cost
+// less than what the search saves, and this is what shows whether it does.
+#pragma once
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace seqto::tune {
+
+class StageTimes {
+ public:
+  StageTimes() : start_(Clock::now()), mark_(start_) {}
+
+  // Seconds since the last mark (or the start); moves the mark to now.
+  double Lap() {
+    const auto now = Clock::now();
+    const double s = std::chrono::duration<double>(now - mark_).count();
+    mark_ = now;
+    return s;
+  }
+  // Adds a lap to a named stage (calibration, analysis, ...). `reused`: its result
+  // came from the run directory (a resumed run), so the time is only the reading.
+  void Stage(const std::string& name, bool reused = false) { Add(name, Lap(), reused); }
+  void Add(const std::string& name, double seconds, bool reused = false);
+  void Candidate(size_t k, double seconds) { candidates_.emplace_back(k, seconds); }
+  double Total() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  // {"setup": s, "calibration": s, ..., "candidates": [{"cycle", "seconds"}],
+  //  "reused": [stage names], "total": s}
+  nlohmann::json Json() const;
+  // The lines printed at the end of the run.
+  std::string Text() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start_, mark_;
+  std::vector<std::pair<std::string, double>> stages_;  // in first-seen order
+  std::vector<std::string> reused_;
+  std::vector<std::pair<size_t, double>> candidates_;
+};
+
+}  // namespace seqto::tune
