@@ -160,15 +160,15 @@ class ReportValidator {
     return ExpectString(*warning, "machine_busy.warning");
   }
 
-  // stage_seconds: absent, or {stage: seconds ≥ 0, ..., "candidates": [{"cycle",
-  // "seconds"}], "reused": [stage names]}.
+  // stage_seconds: absent, or {stage: seconds ≥ 0, ..., "per_candidate": [{"cycle",
+  // "seconds"}], "reused": [stage names], "cpu_seconds": {stage: seconds ≥ 0}}.
   static Status ValidateStageSeconds(const json& root) {
     auto it = root.find("stage_seconds");
     if (it == root.end()) return Status::Ok();
     const std::string p = "stage_seconds";
     SEQTO_RETURN_IF_ERROR(ExpectType(*it, json::value_t::object, p));
     for (const auto& [key, value] : it->items()) {
-      if (key == "candidates") {
+      if (key == "per_candidate") {
         SEQTO_RETURN_IF_ERROR(ExpectType(value, json::value_t::array, Join(p, key)));
         for (size_t i = 0; i < value.size(); ++i) {
           const std::string c = At(Join(p, key), i);
@@ -179,6 +179,10 @@ class ReportValidator {
           SEQTO_ASSIGN_OR_RETURN(const json* seconds, Require(value[i], "seconds", c));
           SEQTO_RETURN_IF_ERROR(ExpectNonNegative(*seconds, Join(c, "seconds")));
         }
+      } else if (key == "cpu_seconds") {
+        SEQTO_RETURN_IF_ERROR(ExpectType(value, json::value_t::object, Join(p, key)));
+        for (const auto& [stage, sec] : value.items())
+          SEQTO_RETURN_IF_ERROR(ExpectNonNegative(sec, Join(Join(p, key), stage)));
       } else if (key == "reused") {
         SEQTO_RETURN_IF_ERROR(ExpectType(value, json::value_t::array, Join(p, key)));
         for (size_t i = 0; i < value.size(); ++i) SEQTO_RETURN_IF_ERROR(ExpectString(value[i], At(Join(p, key), i)));

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,7 @@ json Stable(json report) {
   report.erase("baseline");
   report["settings"]["config"].erase("out");  // where the run directory is
   report.erase("machine_busy");               // measured afresh too
+  report.erase("stage_seconds");              // timings
   for (auto& c : report["cycles"]) c.erase("latency_ms");
   return report;
 }
@@ -98,6 +100,22 @@ TEST(TuneCli, RunWritesReportModelsAndTop3) {
   EXPECT_TRUE(fs::exists(run / "best.onnx"));
   const std::string out = ReadFile(dir / "stdout");
   EXPECT_NE(out.find("Pareto top 3"), std::string::npos) << out;
+  // Where the time went, printed and in report.json: every stage, each candidate, and
+  // a total that covers the stages.
+  EXPECT_NE(out.find("stage times (s): setup "), std::string::npos) << out;
+  const json& stages = report["stage_seconds"];
+  double sum = 0;
+  for (const char* key : {"setup", "calibration", "analysis", "baseline", "search", "candidates", "report"}) {
+    ASSERT_TRUE(stages.contains(key) && stages[key].is_number()) << key << ": " << stages.dump();
+    EXPECT_GE(stages[key].get<double>(), 0) << key;
+    sum += stages[key].get<double>();
+  }
+  EXPECT_GT(stages["analysis"].get<double>(), 0);
+  EXPECT_LE(sum, stages["total"].get<double>() + 0.01);
+  ASSERT_EQ(stages["per_candidate"].size(), 7u);
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(stages["per_candidate"][i]["cycle"].get<size_t>(), i);
+  EXPECT_EQ(stages["reused"], json::array());
+  EXPECT_GT(stages["cpu_seconds"]["analysis"].get<double>(), 0);
 
   // The same run directory without --resume is refused: finished work is never lost.
   const pid_t again = SpawnTune({"tune", (dir / "tune.json").string()}, dir);
@@ -149,6 +167,9 @@ TEST(TuneCli, KilledRunsResumeToTheSameReport) {
   }
   EXPECT_GE(kills, 1u);
   const json resumed = json::parse(ReadFile(run / "report.json"));
+  // The last resume read what earlier runs computed, and says so.
+  const json& reused = resumed["stage_seconds"]["reused"];
+  EXPECT_NE(std::find(reused.begin(), reused.end(), "calibration"), reused.end()) << reused.dump();
   json a = Stable(reference), b = Stable(resumed);
   a.erase("model");
   b.erase("model");
