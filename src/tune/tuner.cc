@@ -467,6 +467,10 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     }
     order = j["rankings"][config.ranker].get<std::vector<std::string>>();
     j["seconds"] = analysis.seconds;
+    // What the ranking cost: the samples its sensitivity passes settled on and the
+    // edited plans they measured.
+    j["sensitivity_samples"] = analysis.sensitivity_samples;
+    j["plan_evaluations"] = analysis.plan_evaluations;
     SEQTO_RETURN_IF_ERROR(WriteJson(analysis_file, j));
   }
   if (order.size() != groups.size())
