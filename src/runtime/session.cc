@@ -30,6 +30,7 @@ class Session::BufferPool {
   void Release(std::shared_ptr<Storage> storage) {
     if (storage && storage.use_count() == 1) free_.emplace(storage->capacity, std::move(storage));
   }
+  void Clear() { free_.clear(); }
 
  private:
   std::multimap<size_t, std::shared_ptr<Storage>> free_;
@@ -247,6 +248,11 @@ Status Session::CheckInput(const ir::ValueInfo& info, const Tensor& t) const {
     if ((*info.shape)[d].known() && (*info.shape)[d].value != t.shape()[d])
       return mismatch("wrong size of dimension " + std::to_string(d));
   return Status::Ok();
+}
+
+void Session::ReleaseBuffers() {
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  if (pool_) pool_->Clear();
 }
 
 Expected<TensorMap> Session::Run(const TensorMap& inputs, const RunHooks* hooks) {

@@ -67,6 +67,11 @@ class Session {
   // One Run at a time per Session (calls are serialized).
   Expected<TensorMap> Run(const TensorMap& inputs, const RunHooks* hooks = nullptr);
 
+  // Frees the buffers a session keeps between runs for reuse. For callers that hold
+  // many sessions at once (the analysis's incremental evaluation keeps one per edited
+  // plan), which would otherwise each keep a run's worth of activations.
+  void ReleaseBuffers();
+
   const std::vector<ir::ValueInfo>& inputs() const { return inputs_; }
   const std::vector<ir::ValueInfo>& outputs() const { return outputs_; }
   const SessionOptions& options() const { return options_; }

@@ -289,6 +289,9 @@ Expected<std::vector<double>> IncrementalLosses(const QuantPlan& plan, const std
           feeds[name] = it->second;
         }
         SEQTO_ASSIGN_OR_RETURN(out, sessions[i]->Run(feeds));
+        // One session per plan stays alive for the round: none may keep a run's
+        // buffers (MobileNetV2's 54 would hold about 10 GB).
+        sessions[i]->ReleaseBuffers();
       }
       for (const auto& name : parts[i].outputs_from_base) {
         auto it = base_out.find(name);
