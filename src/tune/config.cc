@@ -1,5 +1,6 @@
 #include "tune/config.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <filesystem>
@@ -437,6 +438,7 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
   SEQTO_RETURN_IF_ERROR(r.OneOf("ranker", c.ranker, RankerNames()));
   SEQTO_RETURN_IF_ERROR(r.Integer("worst_samples", c.worst_samples, 0, int64_t{1} << 40));
 
+  bool has_cost = false;
   if (const json* s = r.Object("search")) {
     ObjectReader sr(*s, "search");
     SEQTO_RETURN_IF_ERROR(sr.CheckObject());
@@ -451,6 +453,18 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
     SEQTO_RETURN_IF_ERROR(sr.OneOf("fallback", fallback, FallbackNames()));
     for (const auto& [name, value] : Fallbacks())
       if (name == fallback) c.fallback = value;
+    if (const json* cost = sr.Object("cost")) {
+      if (c.ranker != "pareto")
+        return UserError("search.cost: only ranker 'pareto' weighs costs (the ranker is '" + c.ranker + "')");
+      ObjectReader cr(*cost, "search.cost");
+      SEQTO_RETURN_IF_ERROR(cr.CheckObject());
+      has_cost = true;
+      c.cost_latency = c.cost_size = 0;
+      SEQTO_RETURN_IF_ERROR(cr.Number("latency", c.cost_latency, 0, 1e6));
+      SEQTO_RETURN_IF_ERROR(cr.Number("size", c.cost_size, 0, 1e6));
+      SEQTO_RETURN_IF_ERROR(cr.Finish());
+      if (c.cost_latency + c.cost_size <= 0) return UserError("search.cost: give 'latency' or 'size' a weight above 0");
+    }
     SEQTO_RETURN_IF_ERROR(sr.Finish());
   }
   if (r.has("objectives")) {
@@ -462,6 +476,14 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
       SEQTO_RETURN_IF_ERROR(CheckKnown("objectives[" + std::to_string(i) + "]", o, ObjectiveNames()));
       if (!seen.insert(o).second) return UserError("objectives: '" + o + "' is listed twice");
     }
+  }
+  if (!has_cost) {  // the costs of the objectives (both when neither is one)
+    const auto has = [&](const char* o) {
+      return std::find(c.objectives.begin(), c.objectives.end(), o) != c.objectives.end();
+    };
+    c.cost_latency = has("latency_ms") ? 1.0 : 0.0;
+    c.cost_size = has("size_bytes") ? 1.0 : 0.0;
+    if (c.cost_latency + c.cost_size == 0) c.cost_latency = c.cost_size = 1.0;
   }
   SEQTO_RETURN_IF_ERROR(r.OneOf("runner", c.runner, runners::RunnerNames()));
   {  // the bound every --threads flag has
@@ -526,6 +548,7 @@ json TuneConfig::ToJson() const {
                  {"threshold", threshold},
                  {"max_candidates", max_candidates},
                  {"fallback", FallbackName(fallback)}};
+  if (ranker == "pareto") j["search"]["cost"] = {{"latency", cost_latency}, {"size", cost_size}};
   j["objectives"] = objectives;
   j["runner"] = runner;
   j["threads"] = threads;

@@ -52,6 +52,10 @@ struct TuneConfig {
   double threshold = 1.0;     // accuracy loss in points
   size_t max_candidates = 0;  // 0: no limit
   quant::Fallback fallback = quant::Fallback::kFloat;
+  // search.cost (ranker `pareto` only): weights of the latency and size costs of
+  // leaving a group unquantized. Default: 1 for each of latency_ms and size_bytes
+  // that is an objective (both when neither is).
+  double cost_latency = 1.0, cost_size = 1.0;
   std::vector<std::string> objectives = {"accuracy_loss", "size_bytes", "latency_ms"};
   std::string runner = "engine";
   int threads = 0;

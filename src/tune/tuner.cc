@@ -459,6 +459,8 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     j["backward_order"] = SearchOrderJson(analysis.backward);
     quant::RankOptions ropts;
     ropts.seed = config.seed;
+    ropts.cost_latency = config.cost_latency;
+    ropts.cost_size = config.cost_size;
     for (const auto& r : quant::Rankers()) {
       if ((r.needs_sensitivity && !aopts.sensitivity) || (r.needs_revert_one && !aopts.revert_one) ||
           (r.needs_search && aopts.greedy_steps == 0))

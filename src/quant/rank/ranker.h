@@ -15,6 +15,10 @@ namespace seqto::quant {
 
 struct RankOptions {
   uint64_t seed = 0;  // for `random`
+  // For `pareto`: the weights of the two costs of leaving a group unquantized
+  // (latency: MAC share; size: weight share). Non-negative, not both 0.
+  double cost_latency = 1.0;
+  double cost_size = 1.0;
 };
 
 struct Ranker {
@@ -44,6 +48,11 @@ Ranker MakeDamageRanker();
 Ranker MakeSensitivityRanker();
 Ranker MakeWeightsRanker();
 Ranker MakeRandomRanker();
+Ranker MakeParetoRanker();
+
+// `pareto`'s cost of leaving each group unquantized (rank/pareto.cc), in the groups'
+// order: cost_latency x (MAC share + 0.01) + cost_size x weight share.
+std::vector<double> ExclusionCosts(const std::vector<GroupAnalysis>& groups, const RankOptions& options);
 
 // Orders `groups` by key ascending, ties by execution order (stable, deterministic).
 std::vector<std::string> OrderBy(const std::vector<GroupAnalysis>& groups,

@@ -9,7 +9,8 @@ namespace seqto::quant {
 const std::vector<Ranker>& Rankers() {
   // One line per ranker; the first is listed first in help texts.
   static const std::vector<Ranker> rankers = {
-      MakeDamageRanker(), MakeSeqtoPublishedRanker(), MakeSensitivityRanker(), MakeWeightsRanker(), MakeRandomRanker(),
+      MakeDamageRanker(),  MakeSeqtoPublishedRanker(), MakeSensitivityRanker(),
+      MakeWeightsRanker(), MakeRandomRanker(),         MakeParetoRanker(),
   };
   return rankers;
 }
