@@ -76,6 +76,7 @@ class ReportValidator {
     SEQTO_RETURN_IF_ERROR(ValidateObjectives(*settings));
     SEQTO_RETURN_IF_ERROR(ValidateBaseline(root));
     if (root.contains("groups")) SEQTO_RETURN_IF_ERROR(ValidateGroups(root["groups"]));
+    if (auto it = root.find("macs"); it != root.end()) SEQTO_RETURN_IF_ERROR(ExpectIndex(*it, "macs", 0).status());
     SEQTO_RETURN_IF_ERROR(ValidateCycles(root));
     SEQTO_RETURN_IF_ERROR(ValidateMachineBusy(root));
     SEQTO_RETURN_IF_ERROR(ValidateStageSeconds(root));
@@ -242,6 +243,9 @@ class ReportValidator {
       // Null where a value does not exist (no weight) or was not measured.
       for (const char* k : {"weight_sqnr_db", "qdq_sqnr_db", "xmodel_sqnr_db", "seqto_score"})
         SEQTO_RETURN_IF_ERROR(RequireNumber(g, k, p, /*allow_null=*/true));
+      // MACs at batch 1 (the latency bound's share): absent or null when unknown.
+      if (auto it = g.find("macs"); it != g.end() && !it->is_null())
+        SEQTO_RETURN_IF_ERROR(ExpectIndex(*it, p + ".macs", 0).status());
     }
     have_groups_ = true;
     return Status::Ok();

@@ -92,7 +92,7 @@ test('a run directory: report.html, figures, and the page works in Chromium', ()
   }
 
   // Static figures: SVG from ECharts, PNG from rsvg-convert at 2x.
-  for (const name of ['objectives', 'group_errors', 'tradeoff']) {
+  for (const name of ['objectives', 'group_errors', 'tradeoff', 'latency']) {
     const svg = fs.readFileSync(path.join(dir, 'figures', name + '.svg'), 'utf8');
     assert.match(svg, /^<svg[^>]*width="1100" height="560"/);
     assert.deepEqual(pngSize(path.join(dir, 'figures', name + '.png')), [2200, 1120]);
@@ -101,6 +101,11 @@ test('a run directory: report.html, figures, and the page works in Chromium', ()
   assert.ok(tradeoff.includes('Accuracy loss vs. model size') && tradeoff.includes('Model size (kB)'));
   const objectives = fs.readFileSync(path.join(dir, 'figures', 'objectives.svg'), 'utf8');
   for (const t of ['#1', '#2', '#3', 'Float model latency', 'Accuracy loss']) assert.ok(objectives.includes(t), `objectives.svg lacks "${t}"`);
+  const latencySvg = fs.readFileSync(path.join(dir, 'figures', 'latency.svg'), 'utf8');
+  for (const t of ['Latency per candidate', 'Float model', 'Fully quantized', 'Bound', 'Slower than float']) {
+    assert.ok(latencySvg.includes(t), `latency.svg lacks "${t}"`);
+  }
+  assert.ok(report.cycles.some((c) => c.latency_ms.p50 > report.baseline.latency_ms.p50), 'the sample has slower candidates');
   const groupsSvg = fs.readFileSync(path.join(dir, 'figures', 'group_errors.svg'), 'utf8');
   for (const g of report.groups) assert.ok(groupsSvg.includes(g.name), `group_errors.svg lacks the label ${g.name}`);
 
@@ -120,6 +125,46 @@ test('chart (a) scales objectives like the tuner: the top 3 sit at their stored 
   const opt = C.objectivesOption(view, { static: true });
   assert.deepEqual(opt.series.filter((s) => s.id.startsWith('pareto:')).map((s) => s.markLine.data[0].xAxis),
     report.pareto.slice(0, 3).map((p) => String(p.cycle)));
+});
+
+test('chart (d): latency against float, int8 and the bound; slower than float in red', () => {
+  const C = require(path.join(TOOL_DIR, 'lib', 'charts.js'));
+  const report = makeRun(path.join(WORK, 'bound'), { cycles: 20, groups: 24, seed: 7 });
+  const view = C.prepareRun(report);
+  const floatMs = report.baseline.latency_ms.p50;
+  const int8Ms = report.cycles.find((c) => c.excluded.length === 0).latency_ms.p50;
+  assert.equal(view.int8Latency, int8Ms);
+  const macsOf = Object.fromEntries(report.groups.map((g) => [g.name, g.macs]));
+  for (const c of report.cycles) {
+    const ref = view.latencyRefs[c.index];
+    const share = c.excluded.reduce((s, g) => s + macsOf[g], 0) / report.macs;
+    const bound = int8Ms + (floatMs - int8Ms) * share + 0.1 * floatMs;
+    assert.ok(Math.abs(ref.macShare - share) < 1e-12 && Math.abs(ref.bound - bound) < 1e-12, `bound of ${c.index}`);
+    assert.ok(Math.abs(ref.vsFloat - c.latency_ms.p50 / floatMs) < 1e-12, `x float of ${c.index}`);
+    assert.ok(Math.abs(ref.vsInt8 - c.latency_ms.p50 / int8Ms) < 1e-12, `x int8 of ${c.index}`);
+    assert.ok(Math.abs(ref.vsBound - c.latency_ms.p50 / bound) < 1e-12, `x bound of ${c.index}`);
+    assert.equal(ref.slowerThanFloat, c.latency_ms.p50 > floatMs, `slower flag of ${c.index}`);
+  }
+  // The bars: red exactly where the candidate is slower than float.
+  const opt = C.latencyOption(view, { static: true });
+  const bars = opt.series.find((s) => s.id === 'latency').data;
+  const red = view.rows.filter((r, i) => bars[i].itemStyle.color === '#d62728').map((r) => r.cycle.index);
+  const slower = report.cycles.filter((c) => c.latency_ms.p50 > floatMs).map((c) => c.index);
+  assert.ok(slower.length > 0 && slower.length < report.cycles.length, `a mix of faster and slower: ${slower}`);
+  assert.deepEqual(red, slower);
+  assert.deepEqual(opt.series.find((s) => s.id === 'float-ref').markLine.data, [{ yAxis: floatMs }]);
+  assert.deepEqual(opt.series.find((s) => s.id === 'int8-ref').markLine.data, [{ yAxis: int8Ms }]);
+  // A group whose MACs are unknown leaves the bound of the candidates excluding it
+  // unknown (and only theirs); without candidate 0 there is no int8 reference.
+  const unknown = report.cycles[3].excluded[2];
+  report.groups.find((g) => g.name === unknown).macs = null;
+  const v2 = C.prepareRun(report);
+  for (const c of report.cycles) assert.equal(v2.latencyRefs[c.index].bound === null, c.excluded.includes(unknown), `${c.index}`);
+  report.cycles = report.cycles.filter((c) => c.index !== 0);
+  const v3 = C.prepareRun(report);
+  assert.equal(v3.int8Latency, null);
+  assert.ok(report.cycles.every((c) => v3.latencyRefs[c.index].bound === null && v3.latencyRefs[c.index].vsInt8 === null));
+  assert.ok(!C.latencyOption(v3, { static: true }).series.some((s) => s.id === 'int8-ref'));
 });
 
 test('the example in docs/report-format.md is a valid report.json', () => {
@@ -318,6 +363,8 @@ test('bad input: exit 1 and one line naming the file and the key', async (t) => 
     ['pareto without objectives', (r) => { delete r.pareto[0].objectives; }, "pareto[0]: missing key 'objectives'"],
     ['group without order', (r) => { delete r.groups[4].order; }, "groups[4]: missing key 'order'"],
     ['group twice', (r) => { r.groups[1].name = r.groups[0].name; }, `groups[1].name: group '`],
+    ['group MACs as a string', (r) => { r.groups[2].macs = '3M'; }, 'groups[2].macs: expected an integer, got a string'],
+    ['negative model MACs', (r) => { r.macs = -5; }, 'macs: must be at least 0, got -5'],
     ['unknown objective', (r) => { r.settings.objectives = ['accuracy_loss', 'flops']; }, "settings.objectives[1]: unknown objective 'flops'"],
     ['settings not an object', (r) => { r.settings = 'static'; }, 'settings: expected an object, got a string'],
     ['unstable not a boolean', (r) => { r.cycles[2].latency_ms.unstable = 'yes'; }, 'cycles[2].latency_ms.unstable: expected true or false, got a string'],

@@ -65,7 +65,8 @@ function paretoFront(cycles, objectives) {
 // Options: cycles, groups, seed, objectives, withGroups (false drops "groups"),
 // mode ('static' | 'dynamic'), ranker, model, busy (true adds machine_busy: the
 // tuner's busy-machine warning). Every 5th candidate from 3 on has an unstable
-// latency (p95 over 1.5 x p50), as the tuner flags it.
+// latency (p95 over 1.5 x p50), as the tuner flags it. Latency grows with k: from
+// about k = 15 on a candidate is slower than the float model (the report's red).
 function makeRun(dir, opts = {}) {
   const nCycles = opts.cycles ?? 20;
   const nGroups = opts.groups ?? 24;
@@ -93,6 +94,11 @@ function makeRun(dir, opts = {}) {
       xmodel_sqnr_db: 34 - 22 * depth + 4 * gauss(),
       weightBytes: hasWeight ? Math.round(4000 + 60000 * depth * rand() + 8000 * rand()) : 0,
     });
+    // MACs at batch 1: a conv reuses each weight over a feature map that shrinks with
+    // depth; a MatMul/Gemm once; an Add does none.
+    const g1 = groups[g];
+    g1.macs = !hasWeight ? 0 : op === 'Conv' ? Math.round(g1.weightBytes / 4) * Math.round(784 / (1 + 15 * depth))
+      : Math.round(g1.weightBytes / 4);
   }
   const norm = (vals) => {
     const lo = Math.min(...vals), hi = Math.max(...vals);
@@ -172,6 +178,8 @@ function makeRun(dir, opts = {}) {
       accuracy: { top1: 90.58, top5: 99.71 },
     },
     groups: groups.map(({ weightBytes, ...g }) => g),  // eslint-disable-line no-unused-vars
+    // The model's MACs: its groups' and 4% more in nodes no group holds.
+    macs: Math.round(1.04 * groups.reduce((s, g) => s + g.macs, 0)),
     cycles,
     pareto: paretoFront(cycles, objectives),
     machine_busy: opts.busy ? {

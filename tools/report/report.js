@@ -58,6 +58,7 @@ function writeRun(deps, runDir, generatedAt, warnings) {
     { name: 'objectives', option: C.objectivesOption(view, { static: true }) },
     { name: 'group_errors', option: C.groupsOption(view, { static: true }) },
     { name: 'tradeoff', option: C.tradeoffOption(view, { static: true }) },
+    { name: 'latency', option: C.latencyOption(view, { static: true }) },
   ].filter((f) => f.option);
   const figDir = path.join(runDir, 'figures');
   const res = figures.writeFigures(figDir, figs);

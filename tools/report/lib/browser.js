@@ -120,10 +120,11 @@
       ' × p50 (over 1.5); the runs were disturbed, compare with care', text: ' ⚠' });
   }
 
-  // A latency cell: the median, marked when unstable.
-  function latencyCell(lat) {
+  // A latency cell: the median, marked when unstable, red when slower than float.
+  function latencyCell(lat, slower) {
     var mark = unstableMark(lat);
-    return el('span', {}, mark ? [C.fmt(C.latencyOf(lat), 3), mark] : [C.fmt(C.latencyOf(lat), 3)]);
+    var attrs = slower ? { className: 'slower', title: 'Slower than the float model' } : {};
+    return el('span', attrs, mark ? [C.fmt(C.latencyOf(lat), 3), mark] : [C.fmt(C.latencyOf(lat), 3)]);
   }
 
   function latencyKv(lat) {
@@ -184,12 +185,15 @@
     }
     var trade = mountChart('chart-tradeoff', C.tradeoffOption(view));
     if (trade) trade.on('click', function (p) { if (p.value && p.value[3] >= 0) flashRow(p.value[3]); });
+    var latency = mountChart('chart-latency', C.latencyOption(view));
+    if (latency) latency.on('click', function (p) { flashRow(view.rows[p.dataIndex].cycle.index); });
     if (charts.objectives) charts.objectives.on('click', function (p) { flashRow(view.rows[p.dataIndex].cycle.index); });
 
     // Candidates table.
     var rows = view.rows.map(function (r) { var c = r.cycle; return { id: c.index, c: c, rank: r.rank }; });
     var m = function (k) { return function (r) { return r.c.metrics[k]; }; };
     var num = function (get, d) { return function (r) { return C.fmt(get(r), d); }; };
+    var ref = function (r) { return view.latencyRefs[r.c.index]; };
     sortableTable(document.getElementById('candidates'), [
       { key: 'index', label: 'Candidate', num: true, value: function (r) { return r.c.index; },
         cell: function (r) { return String(r.c.index); } },
@@ -207,7 +211,17 @@
       { key: 'size_bytes', label: 'Size (' + u.name + ', % of float)', num: true, value: function (r) { return r.c.size_bytes; },
         cell: function (r) { return (r.c.size_bytes / u.div).toFixed(u.digits) + ' (' + pct(r.c.size_bytes) + ')'; } },
       { key: 'latency', label: 'Latency p50 (ms)', num: true, title: 'Median of the timed runs; ⚠: p95 over 1.5 × p50',
-        value: function (r) { return C.latencyOf(r.c.latency_ms); }, cell: function (r) { return latencyCell(r.c.latency_ms); } },
+        value: function (r) { return C.latencyOf(r.c.latency_ms); },
+        cell: function (r) { return latencyCell(r.c.latency_ms, ref(r).slowerThanFloat); } },
+      { key: 'vs_float', label: '× float', num: true, title: 'Latency over the float model’s; red: slower than float',
+        value: function (r) { return ref(r).vsFloat; }, cell: function (r) { return C.fmt(ref(r).vsFloat, 2); } },
+      { key: 'vs_int8', label: '× int8', num: true, title: 'Latency over the fully quantized candidate’s (candidate 0)',
+        value: function (r) { return ref(r).vsInt8; }, cell: function (r) { return C.fmt(ref(r).vsInt8, 2); } },
+      { key: 'bound', label: 'Bound (ms)', num: true,
+        title: 'int8 + (float − int8) × MAC share of the float groups + 0.1 × float',
+        value: function (r) { return ref(r).bound; }, cell: function (r) { return C.fmt(ref(r).bound, 3); } },
+      { key: 'vs_bound', label: '× bound', num: true, title: 'Latency over the bound (over 1: slower than it should be)',
+        value: function (r) { return ref(r).vsBound; }, cell: function (r) { return C.fmt(ref(r).vsBound, 2); } },
       { key: 'mean', label: 'Mean (ms)', num: true, value: function (r) { return r.c.latency_ms.mean; },
         cell: function (r) { return C.fmt(r.c.latency_ms.mean, 3) + ' ± ' + C.fmt(r.c.latency_ms.stddev, 3); } },
       { key: 'p95', label: 'p95 (ms)', num: true, value: function (r) { return r.c.latency_ms.p95; },

@@ -83,6 +83,40 @@
     return function (v) { return hi > lo ? (100 * (v - lo)) / (hi - lo) : 0; };
   }
 
+  // Each candidate's latency against the float model, the fully quantized one (the
+  // candidate that excludes nothing) and the bound a selective model should stay
+  // under: int8 + (float - int8) x (MAC share of its excluded groups) + 0.1 x float.
+  // The MAC share needs report.json's `macs` and every excluded group's `macs`; a
+  // ratio or bound whose inputs are missing is null.
+  function latencyRefs(report, cycles, floatMs) {
+    var int8 = null;
+    cycles.forEach(function (c) { if (c.excluded.length === 0) int8 = latencyOf(c.latency_ms); });
+    var macsOf = {};
+    (Array.isArray(report.groups) ? report.groups : []).forEach(function (g) { macsOf[g.name] = g.macs; });
+    var total = report.macs;
+    var ratio = function (a, b) { return isNum(a) && isNum(b) && b > 0 ? a / b : null; };
+    var byIndex = {};
+    cycles.forEach(function (c) {
+      var share = null;
+      if (isNum(total) && total > 0) {
+        var sum = 0;
+        for (var i = 0; i < c.excluded.length && sum !== null; i++) {
+          var m = macsOf[c.excluded[i]];
+          sum = isNum(m) ? sum + m : null;
+        }
+        if (sum !== null) share = sum / total;
+      }
+      var ms = latencyOf(c.latency_ms);
+      var bound = isNum(int8) && isNum(floatMs) && share !== null ? int8 + (floatMs - int8) * share + 0.1 * floatMs : null;
+      byIndex[c.index] = {
+        macShare: share, bound: bound,
+        vsFloat: ratio(ms, floatMs), vsInt8: ratio(ms, int8), vsBound: ratio(ms, bound),
+        slowerThanFloat: isNum(ms) && isNum(floatMs) && ms > floatMs,
+      };
+    });
+    return { int8: int8, byIndex: byIndex };
+  }
+
   // Everything the charts and the page need from one report.json.
   function prepareRun(report) {
     var objectives = (report.settings && Array.isArray(report.settings.objectives) &&
@@ -120,6 +154,7 @@
     var maxSize = report.baseline.size_bytes;
     cycles.forEach(function (c) { if (c.size_bytes > maxSize) maxSize = c.size_bytes; });
     var floatLatency = latencyOf(report.baseline.latency_ms);
+    var refs = latencyRefs(report, cycles, floatLatency);
     return {
       report: report,
       model: report.model,
@@ -134,6 +169,8 @@
       excludedAt: excludedAt,
       unit: sizeUnit(maxSize),
       floatLatency: floatLatency,
+      int8Latency: refs.int8,        // the candidate that excludes nothing; null without one
+      latencyRefs: refs.byIndex,     // per candidate index: vsFloat, vsInt8, bound, vsBound, ...
       // On the latency scale of chart (a): may fall outside 0-100, the axis stretches.
       floatLatencyNorm: scalers.latency_ms(floatLatency),
     };
@@ -195,6 +232,13 @@
       'Latency: <b>' + fmt(latencyOf(lat), 3) + ' ms</b> p50 (mean ' + fmt(lat.mean, 3) + ' &plusmn; ' +
         fmt(lat.stddev, 3) + ', p95 ' + fmt(lat.p95, 3) + ')',
     ];
+    var ref = view.latencyRefs[c.index];
+    if (ref) {
+      lines.push((ref.slowerThanFloat ? '<span style="color:#c62828">&#9650; slower than the float model</span> &middot; ' : '') +
+        '&times; float ' + fmt(ref.vsFloat, 2) + ' &middot; &times; int8 ' + fmt(ref.vsInt8, 2) +
+        ' &middot; bound ' + fmt(ref.bound, 3) + ' ms (&times; ' + fmt(ref.vsBound, 2) + ', MAC share ' +
+        (ref.macShare === null ? '—' : fmt(100 * ref.macShare, 1) + ' %') + ')');
+    }
     if (unstable(lat)) {
       lines.push('<span style="color:#b35900">&#9888; Unstable latency: p95 is ' + fmt(lat.p95 / lat.p50, 2) +
         ' &times; p50 (over 1.5), the runs were disturbed</span>');
@@ -445,6 +489,73 @@
     return o;
   }
 
+  // ------------------------------------------------------------------ chart (d)
+
+  var SLOWER_COLOR = '#d62728';
+
+  // Each candidate's latency (p50) against the float and the fully quantized model and
+  // against its bound; candidates slower than the float model in red.
+  function latencyOption(view, opts) {
+    opts = opts || {};
+    var o = baseOption(view, opts, 'Latency per candidate',
+      'p50 · red = slower than the float model · bound = int8 + (float − int8) × MAC share of the float groups + 0.1 × float');
+    var xs = view.rows.map(function (r) { return String(r.cycle.index); });
+    var series = [{
+      id: 'latency', name: 'Candidate latency', type: 'bar', barMaxWidth: 28, z: 2,
+      data: view.rows.map(function (r) {
+        var ref = view.latencyRefs[r.cycle.index];
+        return {
+          value: +latencyOf(r.cycle.latency_ms).toFixed(6),
+          itemStyle: { color: ref.slowerThanFloat ? SLOWER_COLOR : '#4e79a7' },
+        };
+      }),
+      itemStyle: { color: '#4e79a7' },
+    }, {
+      id: 'slower', name: 'Slower than float', type: 'bar', data: [], itemStyle: { color: SLOWER_COLOR },
+    }, {
+      id: 'bound', name: 'Bound', type: 'line', z: 3, connectNulls: false, symbol: 'diamond', symbolSize: 8,
+      data: view.rows.map(function (r) {
+        var b = view.latencyRefs[r.cycle.index].bound;
+        return isNum(b) ? +b.toFixed(6) : null;
+      }),
+      lineStyle: { color: '#f28e2b', width: 2, type: 'dashed' }, itemStyle: { color: '#f28e2b' },
+    }];
+    function refLine(id, name, value, color, type) {
+      series.push({
+        id: id, name: name, type: 'line', data: [], itemStyle: { color: color }, lineStyle: { color: color, type: type, width: 1.5 },
+        markLine: {
+          symbol: 'none', silent: true, animation: false, lineStyle: { color: color, type: type, width: 1.5 },
+          label: { formatter: name + ': ' + fmt(value, 3) + ' ms', position: 'insideEndTop', color: color },
+          data: [{ yAxis: +value.toFixed(6) }],
+        },
+      });
+    }
+    if (isNum(view.floatLatency)) refLine('float-ref', 'Float model', view.floatLatency, '#111', [8, 4, 2, 4]);
+    if (isNum(view.int8Latency)) refLine('int8-ref', 'Fully quantized', view.int8Latency, '#59a14f', 'dashed');
+    merge(o, {
+      legend: { top: 56, data: series.map(function (s) { return s.name; }), textStyle: { fontSize: 12 } },
+      grid: { left: 70, right: 40, top: 110, bottom: 62 },
+      xAxis: merge(axisName('Candidate (cycle index)'), { type: 'category', data: xs, nameGap: 32, axisLabel: { hideOverlap: true } }),
+      yAxis: merge(axisName('Latency p50 (ms)'), {
+        type: 'value', min: 0, nameGap: 46, splitLine: { lineStyle: { color: '#e6e6e6' } },
+      }),
+      series: series,
+    });
+    o.tooltip = merge(o.tooltip, {
+      trigger: 'axis', axisPointer: { type: 'shadow' },
+      formatter: function (params) {
+        var list = Array.isArray(params) ? params : [params];
+        var row = list.length ? view.rows[list[0].dataIndex] : null;
+        return row ? candidateTooltip(view, row.cycle) : '';
+      },
+    });
+    if (!opts.static && xs.length > 60) {
+      o.dataZoom = [{ type: 'inside' }, { type: 'slider', height: 16, bottom: 4 }];
+      o.grid.bottom = 80;
+    }
+    return o;
+  }
+
   // ------------------------------------------------------------------ several runs
 
   // Runs side by side: accuracy loss against size as a percentage of each run's float
@@ -546,6 +657,7 @@
     objectivesOption: objectivesOption,
     groupsOption: groupsOption,
     tradeoffOption: tradeoffOption,
+    latencyOption: latencyOption,
     compareTradeoffOption: compareTradeoffOption,
     compareCyclesOption: compareCyclesOption,
     latencyOf: latencyOf,

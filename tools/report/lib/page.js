@@ -114,6 +114,8 @@ ${chartSection('objectives', 'Each objective min-max normalized to 0–100 over 
 ${chartSection('groups', 'Quantization error of each group in execution order (as in the SeQTO paper’s Figure 2): XModel SQNR compares a tensor in the quantized model with the float model, QDQ SQNR its value before and after Q/DQ, weight SQNR the dequantized weight with the float one. Lower SQNR = more damage.')}
 <h2>Trade-off</h2>
 ${chartSection('tradeoff', 'Accuracy loss against model size, one point per candidate, colored by median (p50) latency. Ringed points are on the Pareto front; the labelled rings are the top-3 picks (closest to the ideal point). Click a point to find it in the table.')}
+<h2>Latency</h2>
+${chartSection('latency', 'Each candidate’s median (p50) latency against the float model and the fully quantized one (candidate 0), and against its bound: int8 + (float − int8) × (share of the model’s multiply-accumulates in the groups it leaves float) + 0.1 × float, what a runtime that executes float islands between int8 regions well should stay under. Red bars: slower than the float model.')}
 <h2>Candidates</h2>
 <p class="caption">Click a column heading to sort. Shaded rows: the top-3 Pareto picks; a gray edge marks the rest of the front. Latency is the median (p50) of the timed runs; <span class="unstable-mark">&#9888;</span> marks an unstable latency (p95 over 1.5 &times; p50: the runs were disturbed, compare it with care). Model files are relative to this report.</p>
 <div class="table-wrap" id="candidates"></div>

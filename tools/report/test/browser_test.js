@@ -128,6 +128,29 @@ async function checkRunPage(page, args) {
   check(c.front && c.front.n === front, `chart (c): ${c.front && c.front.n} points on the front, expected ${front}`);
   check(c.top3 && c.top3.n === Math.min(3, top3.length), `chart (c): ${c.top3 && c.top3.n} top-3 picks, expected ${top3.length}`);
   check(c.float && c.float.n === 1, 'chart (c): the float model point is missing');
+  // (d) latency per candidate: a bar each, red where slower than float, the bound
+  // where MACs are known, the float and int8 reference lines.
+  const d = counts.latency || {};
+  check(!!counts.latency, 'chart (d) latency is missing');
+  check(d.latency && d.latency.n === cycles, `chart (d): ${d.latency && d.latency.n} bars, expected ${cycles}`);
+  check(d['float-ref'] && d['float-ref'].markY.length === 1, 'chart (d): the float model line is missing');
+  const floatMs = report.baseline.latency_ms.p50;
+  const slower = report.cycles.filter((x) => x.latency_ms.p50 > floatMs).map((x) => x.index).sort((x, y) => x - y);
+  const red = await page.evaluate(() => {
+    const s = window.seqtoReport.charts.latency.getOption().series.find((x) => x.id === 'latency');
+    return window.seqtoReport.view.rows.filter((r, i) => s.data[i].itemStyle.color === '#d62728').map((r) => r.cycle.index);
+  });
+  check(JSON.stringify(red.sort((x, y) => x - y)) === JSON.stringify(slower),
+    `chart (d): red bars on ${JSON.stringify(red)}, expected the candidates slower than float ${JSON.stringify(slower)}`);
+  if (report.cycles.some((x) => x.excluded.length === 0)) {
+    check(d['int8-ref'] && d['int8-ref'].markY.length === 1, 'chart (d): the fully quantized line is missing');
+    // A bound wherever the MACs of every excluded group are known.
+    const macsOf = Object.fromEntries((report.groups || []).map((g) => [g.name, g.macs]));
+    const withBound = typeof report.macs !== 'number' ? 0
+      : report.cycles.filter((x) => x.excluded.every((g) => typeof macsOf[g] === 'number')).length;
+    check(d.bound && d.bound.nonNull === withBound,
+      `chart (d): the bound has ${d.bound && d.bound.nonNull} points, expected ${withBound}`);
+  }
   for (const [key, v] of Object.entries(counts)) {
     check(v.__size[0] > 300 && v.__size[1] > 300, `chart ${key} is too small: ${v.__size}`);
   }
@@ -164,6 +187,22 @@ async function checkRunPage(page, args) {
     .map((tr) => +tr.dataset.row))).sort((x, y) => x - y);
   check(JSON.stringify(marked) === JSON.stringify(unstable),
     `table: unstable-latency marks on candidates ${JSON.stringify(marked)}, expected ${JSON.stringify(unstable)}`);
+  // Slower than float: the latency cell is red in those rows, and only there.
+  const redRows = (await page.$$eval('#candidates tbody tr', (trs) => trs.filter((tr) => tr.querySelector('.slower'))
+    .map((tr) => +tr.dataset.row))).sort((x, y) => x - y);
+  check(JSON.stringify(redRows) === JSON.stringify(slower),
+    `table: red latencies on candidates ${JSON.stringify(redRows)}, expected ${JSON.stringify(slower)}`);
+  const redColor = await page.$$eval('#candidates .slower', (s) => (s[0] ? getComputedStyle(s[0]).color : ''));
+  check(slower.length === 0 || redColor === 'rgb(198, 40, 40)', `table: a slower latency is colored ${redColor}`);
+  // Hovering chart (d) shows the candidate against float, int8 and the bound.
+  if (slower.length) {
+    const k = slower[0];
+    const textD = await hoverTooltip(page, 'latency', 'latency',
+      [String(k), report.cycles.find((x) => x.index === k).latency_ms.p50 / 2]);
+    check(textD.includes(`Candidate ${k}`) && /slower than the float model/.test(textD) && /× float/.test(textD) &&
+      /bound/.test(textD), `chart (d) tooltip for candidate ${k}: "${textD}"`);
+    await page.mouse.move(2, 2);
+  }
   // The tuner's busy-machine warning is a banner when report.json has one.
   const banners = await page.locator('#busy-warning').count();
   check(banners === (report.machine_busy ? 1 : 0), `busy-machine banner: ${banners}, machine_busy: ${JSON.stringify(report.machine_busy)}`);
