@@ -493,6 +493,14 @@
 
   var SLOWER_COLOR = '#d62728';
 
+  // The next of 1, 2, 2.5, 5 x a power of ten at or above v (a round axis end).
+  function niceCeil(v) {
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var steps = [1, 2, 2.5, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * p >= v - 1e-12) return steps[i] * p;
+    return 10 * p;
+  }
+
   // Each candidate's latency (p50) against the float and the fully quantized model and
   // against its bound; candidates slower than the float model in red.
   function latencyOption(view, opts) {
@@ -530,6 +538,12 @@
         },
       });
     }
+    // The axis reaches the reference lines too (ECharts scales to the series only).
+    var top = 0;
+    series.forEach(function (s) {
+      s.data.forEach(function (d) { var v = d && typeof d === 'object' ? d.value : d; if (isNum(v) && v > top) top = v; });
+    });
+    [view.floatLatency, view.int8Latency].forEach(function (v) { if (isNum(v) && v > top) top = v; });
     if (isNum(view.floatLatency)) refLine('float-ref', 'Float model', view.floatLatency, '#111', [8, 4, 2, 4]);
     if (isNum(view.int8Latency)) refLine('int8-ref', 'Fully quantized', view.int8Latency, '#59a14f', 'dashed');
     merge(o, {
@@ -537,7 +551,8 @@
       grid: { left: 70, right: 40, top: 110, bottom: 62 },
       xAxis: merge(axisName('Candidate (cycle index)'), { type: 'category', data: xs, nameGap: 32, axisLabel: { hideOverlap: true } }),
       yAxis: merge(axisName('Latency p50 (ms)'), {
-        type: 'value', min: 0, nameGap: 46, splitLine: { lineStyle: { color: '#e6e6e6' } },
+        type: 'value', min: 0, max: top > 0 ? niceCeil(1.08 * top) : null, nameGap: 46,
+        splitLine: { lineStyle: { color: '#e6e6e6' } },
       }),
       series: series,
     });
