@@ -455,6 +455,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     groups_json = AnalysisGroupsJson(analysis);
     j["groups"] = groups_json;
     j["macs"] = plan.model_macs();
+    j["sensitivity_full_loss"] = NullIfNotFinite(analysis.sensitivity_full_loss);
     j["greedy_order"] = SearchOrderJson(analysis.greedy);
     j["backward_order"] = SearchOrderJson(analysis.backward);
     quant::RankOptions ropts;

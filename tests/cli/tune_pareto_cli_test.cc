@@ -1,6 +1,7 @@
 // `seqto tune` with the cost-aware ranker (`pareto`) on the bundled Fashion-MNIST
 // ResNet: the candidates are prefixes of an order by recovered loss per cost,
-// recomputed here from what analysis.json stores (isolated output loss and MACs), and
+// recomputed here from what analysis.json stores (the search steps' losses, isolated
+// output losses and MACs), and
 // report.json carries the MACs the report's latency bound needs. A bad search.cost
 // is one error line naming the key, before anything is written.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -50,14 +52,32 @@ TEST(TuneParetoCli, CandidatesFollowRecoveredLossPerMacShare) {
   EXPECT_GT(group_macs, 0);
   EXPECT_LE(group_macs, model_macs);
 
-  // The order, recomputed: isolated loss / (MAC share + 0.01), descending; ties by
-  // cost, then execution order.
+  // The order, recomputed: loss removed / (MAC share + 0.01), descending; ties by
+  // cost, then execution order. Loss removed: each step of the search `damage`
+  // follows (the one with the lower mean loss over the positions both measured) the
+  // loss before it less the loss after it; the other groups their isolated loss.
   const json& groups = analysis["groups"];
+  std::map<std::string, double> removed;
+  for (const auto& g : groups)
+    removed[g["name"].get<std::string>()] = std::max(g["sensitivity_isolated"].get<double>(), 0.0);
+  const json &fwd = analysis["greedy_order"], &bwd = analysis["backward_order"];
+  ASSERT_FALSE(fwd.empty());
+  double sum_f = 0, sum_b = 0;
+  for (size_t i = 0;
+       i < fwd.size() && i < bwd.size() && fwd[i]["output_loss"].is_number() && bwd[i]["output_loss"].is_number(); ++i)
+    sum_f += fwd[i]["output_loss"].get<double>(), sum_b += bwd[i]["output_loss"].get<double>();
+  const json& search = sum_b < sum_f ? bwd : fwd;
+  double before = analysis.at("sensitivity_full_loss").get<double>();
+  for (const auto& step : search) {
+    if (!step["output_loss"].is_number()) break;
+    removed[step["name"].get<std::string>()] = std::max(before - step["output_loss"].get<double>(), 0.0);
+    before = step["output_loss"].get<double>();
+  }
   std::vector<size_t> idx(groups.size());
   std::iota(idx.begin(), idx.end(), 0);
   auto ratio = [&](size_t i) {
     const double cost = groups[i]["macs"].get<double>() / double(group_macs) + 0.01;
-    return std::max(groups[i]["sensitivity_isolated"].get<double>(), 0.0) / cost;
+    return removed[groups[i]["name"].get<std::string>()] / cost;
   };
   std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
     if (ratio(x) != ratio(y)) return ratio(x) > ratio(y);

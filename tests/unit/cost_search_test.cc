@@ -81,12 +81,36 @@ TEST(ParetoRanker, FreeGroupsThatHelpComeFirstAndNegativeDamageCountsAsNone) {
   EXPECT_EQ(Rank(a, 0, 1), (std::vector<std::string>{"add", "dw", "fc", "big"}));
 }
 
+TEST(ParetoRanker, SearchStepsGiveTheirMeasuredLossDrop) {
+  // The better search (only the forward one ran) reverted big, then fc: big removed
+  // 0.5 of the full loss 1.0, fc only 0.05 more (its isolated 0.2 overstated it);
+  // dw and add keep their isolated losses. Latency only: dw 0.1 / 0.0209 first,
+  // then fc 0.05 / 0.0209, big 0.5 / 0.988.
+  AnalysisResult a = Example();
+  a.sensitivity_full_loss = 1.0;
+  a.greedy = {{"big", 0.5}, {"fc", 0.45}};
+  EXPECT_EQ(Rank(a, 1, 0), (std::vector<std::string>{"dw", "fc", "big", "add"}));
+  // A step the search did not measure keeps the isolated loss (fc first again).
+  a.greedy = {{"big", 0.5}, {"fc", NAN}};
+  EXPECT_EQ(Rank(a, 1, 0), (std::vector<std::string>{"fc", "dw", "big", "add"}));
+  // The backward search is taken when it leaves the lower mean loss: fc then big.
+  a.greedy = {{"big", 0.5}, {"fc", 0.45}};
+  a.backward = {{"fc", 0.3}, {"big", 0.2}};
+  // fc removed 0.7 (cost 0.0209), big 0.1 (0.988), dw 0.1 (0.0209).
+  EXPECT_EQ(Rank(a, 1, 0), (std::vector<std::string>{"fc", "dw", "big", "add"}));
+  a.backward = {{"nope", 0.3}};
+  auto ranker = quant::GetRanker("pareto");
+  ASSERT_TRUE(ranker.ok());
+  EXPECT_FALSE((*ranker)->rank(a, {}).ok());
+}
+
 TEST(ParetoRanker, NeedsTheSensitivityPass) {
   AnalysisResult a = Example();
   a.groups[1].sensitivity_isolated = NAN;
   auto ranker = quant::GetRanker("pareto");
   ASSERT_TRUE(ranker.ok());
   EXPECT_TRUE((*ranker)->needs_sensitivity);
+  EXPECT_TRUE((*ranker)->needs_search);
   auto order = (*ranker)->rank(a, {});
   ASSERT_FALSE(order.ok());
   EXPECT_NE(order.error().message.find("sensitivity"), std::string::npos) << order.error().message;

@@ -57,8 +57,6 @@
 
 namespace seqto::quant {
 
-namespace {
-
 // Of the two interaction searches, the one whose order leaves the lower mean output
 // loss over the first positions both measured (the forward steps); the forward one
 // on a tie, whichever ran when only one did, nullptr when neither did.
@@ -74,8 +72,6 @@ const std::vector<SearchStep>* BetterSearch(const AnalysisResult& a) {
   for (size_t i = 0; i < common; ++i) forward += a.greedy[i].loss, backward += a.backward[i].loss;
   return backward < forward ? &a.backward : &a.greedy;
 }
-
-}  // namespace
 
 Ranker MakeDamageRanker() {
   Ranker r;

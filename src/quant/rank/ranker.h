@@ -50,6 +50,10 @@ Ranker MakeWeightsRanker();
 Ranker MakeRandomRanker();
 Ranker MakeParetoRanker();
 
+// Of the analysis's two interaction searches, the one `damage` follows (the lower mean
+// output loss over the positions both measured); nullptr when neither ran.
+const std::vector<SearchStep>* BetterSearch(const AnalysisResult& a);
+
 // `pareto`'s cost of leaving each group unquantized (rank/pareto.cc), in the groups'
 // order: cost_latency x (MAC share + 0.01) + cost_size x weight share.
 std::vector<double> ExclusionCosts(const std::vector<GroupAnalysis>& groups, const RankOptions& options);
