@@ -173,10 +173,14 @@ Expected<ir::Model> QuantPlan::Prepare(const ir::Model& float_model) {
 
   // Constant nodes become initializers (ORT's pre-processing folds them): a constant
   // operand is then quantized as the constant it is, not calibrated as an activation.
+  // A constant scale/shift after a conv (an exporter's separate bias Add, Paddle's
+  // affine layers) folds into its weights and bias, as ORT's pre-processing does
+  // (ConvAddFusion, ConvMulFusion): one quantized conv instead of a conv and an
+  // elementwise op, each with its own Q/DQ and rounding.
   rewrite::OptimizeOptions opt;
   opt.lift_constants = true;
   opt.fold_batchnorm = true;
-  opt.fold_conv_affine = false;
+  opt.fold_conv_affine = true;
   opt.fuse_patterns = false;
   opt.fuse_conv = false;
   opt.fuse_qdq = false;  // the prepared model is saved: standard ops only

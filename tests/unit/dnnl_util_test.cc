@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -23,7 +24,7 @@ ConvPrimitive MakeConv1x1(const std::vector<float>& w, memory& packed, bool with
   const memory::desc bias = PlainDesc({kM});
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                              AnyDesc(x), AnyDesc(wd), bias, AnyDesc(y), {1, 1}, {0, 0}, {0, 0});
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = UserScratchpadAttr();
   if (with_sum) {
     dnnl::post_ops ops;
     ops.append_sum(1.f);

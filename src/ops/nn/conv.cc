@@ -336,7 +336,7 @@ class ConvKernel final : public Kernel {
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
       std::vector<du::ConvArg> bias_args;
       if (with_bias) bias_args.push_back({DNNL_ARG_BIAS, bias_md});
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = du::UserScratchpadAttr();
       {
         dnnl::post_ops ops;
         if (post_.sum) ops.append_sum(1.f);

@@ -234,7 +234,7 @@ class ConvTransposeKernel final : public Kernel {
                               : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                                   dnnl::algorithm::deconvolution_direct, src, wei, dst,
                                                                   win.strides, win.dilations, win.pad_l, win.pad_r);
-        return dnnl::deconvolution_forward::primitive_desc(desc, du::Engine());
+        return dnnl::deconvolution_forward::primitive_desc(desc, du::UserScratchpadAttr(), du::Engine());
       };
       // A slow generic kernel is acceptable only as the last resort.
       dnnl::deconvolution_forward::primitive_desc pd;

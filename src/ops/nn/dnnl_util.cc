@@ -60,7 +60,7 @@ struct ScratchArena {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  Buffer slots[4];
+  Buffer slots[5];
   ~ScratchArena() {
     for (auto& b : slots) std::free(b.data);
   }
@@ -133,9 +133,16 @@ DnnlWindow ToDnnlWindow(const std::vector<WindowDim>& dims, bool reached_pad_end
   return w;
 }
 
+dnnl::primitive_attr UserScratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 ConvPrimitive::ConvPrimitive(const dnnl::primitive_desc& pd, const ConvIo& io, const void* const_weights,
                              memory* packed_cache, bool reads_dst, std::vector<ConvArg> extra)
     : primitive_(pd),
+      scratchpad_(pd.scratchpad_desc()),
       io_(io),
       prim_io_{pd.src_desc(0), pd.weights_desc(0), pd.dst_desc(0)},
       extra_(std::move(extra)),
@@ -168,6 +175,10 @@ ConvPrimitive::Memories ConvPrimitive::MakeMemories() const {
     m.prim_wei = wei_reorder_ ? memory(prim_io_.wei, e, nullptr) : m.user_wei;
   }
   m.args = {{DNNL_ARG_SRC, m.prim_src}, {DNNL_ARG_WEIGHTS, m.prim_wei}, {DNNL_ARG_DST, m.prim_dst}};
+  if (scratchpad_.get_size() > 0) {
+    m.scratchpad = memory(scratchpad_, e, nullptr);
+    m.args.emplace(DNNL_ARG_SCRATCHPAD, m.scratchpad);
+  }
   for (const ConvArg& a : extra_) {
     m.extra.emplace_back(a.desc, e, nullptr);
     m.args.emplace(a.id, m.extra.back());
@@ -207,6 +218,7 @@ void ConvPrimitive::Run(const void* src, const void* weights, void* dst, const v
   }
   size_t i = 0;
   for (const void* data : extra) m.extra[i++].set_data_handle(const_cast<void*>(data));
+  if (scratchpad_.get_size() > 0) m.scratchpad.set_data_handle(Scratch(4, scratchpad_.get_size()));
   primitive_.execute(s, m.args);
   if (dst_reorder_) dst_reorder_.execute(s, m.prim_dst, m.user_dst);
   s.wait();
@@ -234,7 +246,7 @@ std::shared_ptr<MatmulPlan> MakeMatmul(const MatmulSpec& spec, const void* const
                                  : spec.weights;
     const auto desc = spec.bias.is_zero() ? dnnl::matmul::desc(spec.src, wei, spec.dst)
                                           : dnnl::matmul::desc(spec.src, wei, spec.bias, spec.dst);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = UserScratchpadAttr();
     if (spec.alpha != 1.f) attr.set_output_scales(0, {spec.alpha});
     if (spec.accumulate) {
       dnnl::post_ops ops;
@@ -243,6 +255,7 @@ std::shared_ptr<MatmulPlan> MakeMatmul(const MatmulSpec& spec, const void* const
     }
     const dnnl::matmul::primitive_desc pd(desc, attr, Engine());
     plan->prim = dnnl::matmul(pd);
+    plan->scratchpad = pd.scratchpad_desc();
     if (const_weights)
       plan->packed_weights = PackWeights(spec.weights, const_weights, pd.weights_desc(), *packed_cache);
     return plan;
@@ -258,6 +271,8 @@ Status RunMatmul(const MatmulPlan& plan, const void* src, const void* weights, c
     args.emplace(DNNL_ARG_WEIGHTS,
                  plan.packed_weights.get(true) ? plan.packed_weights : Wrap(plan.spec.weights, weights));
     if (!plan.spec.bias.is_zero()) args.emplace(DNNL_ARG_BIAS, Wrap(plan.spec.bias, bias));
+    if (plan.scratchpad.get_size() > 0)
+      args.emplace(DNNL_ARG_SCRATCHPAD, Wrap(plan.scratchpad, Scratch(4, plan.scratchpad.get_size())));
     plan.prim.execute(Stream(), args);
     Stream().wait();
   });

@@ -58,7 +58,9 @@ void ReorderNow(const memory& src, const memory& dst);
 memory PackWeights(const memory::desc& user, const void* data, const memory::desc& wanted, memory& cache);
 
 // Thread-local, 64-byte aligned scratch buffers reused by every kernel on this
-// thread (kernels run one at a time per thread). `slot` 0..3 are independent.
+// thread (kernels run one at a time per thread). `slot` 0..4 are independent;
+// ConvPrimitive uses 0 (source), 1 (destination) and 2 (weights), every primitive 4
+// (oneDNN's scratchpad, UserScratchpadAttr); kernels use 2 and 3 around them.
 void* Scratch(int slot, size_t bytes);
 
 // Runs fn(); a dnnl::error becomes an internal error naming `what`.
@@ -157,6 +159,7 @@ struct MatmulSpec {
 
 struct MatmulPlan {
   dnnl::matmul prim;
+  memory::desc scratchpad;  // user mode: the thread's scratch slot 4
   MatmulSpec spec;
   memory packed_weights;  // constant weights in the primitive's layout, or empty
 };
@@ -227,6 +230,13 @@ bool PickConvPd(Pd& pd, const std::vector<Layout>& layouts, Make&& make, AcceptS
   return false;
 }
 
+// Attributes every primitive starts from: the scratchpad is the caller's (the
+// running thread's scratch slot 4). oneDNN's own scratchpad is
+// shared by all primitives of the thread that created them (Debian builds it without
+// DNNL_ENABLE_CONCURRENT_EXEC), so a primitive run from another thread, or by two
+// threads at once, could write into memory another run is using.
+dnnl::primitive_attr UserScratchpadAttr();
+
 // The caller's layouts of a convolution's source, weights and destination.
 struct ConvIo {
   memory::desc src, wei, dst;
@@ -272,7 +282,7 @@ class ConvPrimitive {
  private:
   // The memory objects of one run (handles set per run) and the arguments over them.
   struct Memories {
-    memory user_src, prim_src, user_dst, prim_dst, user_wei, prim_wei, dst_init;
+    memory user_src, prim_src, user_dst, prim_dst, user_wei, prim_wei, dst_init, scratchpad;
     std::vector<memory> extra;
     std::unordered_map<int, memory> args;
   };
@@ -283,6 +293,7 @@ class ConvPrimitive {
   Memories MakeMemories() const;
 
   dnnl::primitive primitive_;
+  memory::desc scratchpad_;  // the primitive's scratchpad (user mode: the thread's scratch slot 4)
   ConvIo io_, prim_io_;
   std::vector<ConvArg> extra_;
   dnnl::reorder src_reorder_, dst_reorder_, dst_init_reorder_, wei_reorder_;  // null when not needed
