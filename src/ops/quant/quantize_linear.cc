@@ -99,21 +99,23 @@ T FromFloat(float v) {
     return v;
 }
 
+// One run of elements sharing (scale, zero point). Restrict pointers: a store
+// through Q* (a char type) could otherwise alias anything, keeping the loop scalar.
+// Also compiled for AVX2 and AVX-512 (exact: a division and a clamp, no contraction).
+template <typename X, typename Q>
+SEQTO_WIDE_CLONES_EXACT void QuantizeRow(const X* __restrict in, Q* __restrict out, int64_t n, float s, float lo,
+                                         float hi, int32_t zp) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Q>(quant::QuantizeClamped(ToFloat(in[i]) / s, lo, hi, zp));
+}
+
 template <typename X, typename Q>
 void QuantizeKernel(const QdqParams& p, const X* x, Q* y, int64_t n) {
   const IntRange range = quant::RangeOf(DTypeOf<Q>());
   ParallelFor(n, 4, [&](int64_t begin, int64_t end) {
     p.layout.ForEachRun(begin, end, [&](int64_t b, int64_t e, int64_t a) {
-      const float s = p.scales[a];
-      const int32_t zp = p.zero_points[a];
-      const quant::ClampBounds bounds(range, zp);
-      const float lo = bounds.lo, hi = bounds.hi;
-      // Local restrict pointers: a store through Q* (a char type) may alias the
-      // captured pointers themselves, which would keep the loop scalar.
-      const X* __restrict in = x;
-      Q* __restrict out = y;
-#pragma omp simd
-      for (int64_t i = b; i < e; ++i) out[i] = static_cast<Q>(quant::QuantizeClamped(ToFloat(in[i]) / s, lo, hi, zp));
+      const quant::ClampBounds bounds(range, p.zero_points[a]);
+      QuantizeRow(x + b, y + b, e - b, p.scales[a], bounds.lo, bounds.hi, p.zero_points[a]);
     });
   });
 }
@@ -142,15 +144,20 @@ void QuantizeToChannelsLastKernel(float s, int32_t zp, const float* x, Q* y, int
   });
 }
 
+// (x - zp) * s over a run of 8/16-bit x; wide clones as QuantizeRow.
+template <typename Q, typename Y>
+SEQTO_WIDE_CLONES_EXACT void DequantizeRow(const Q* __restrict x, Y* __restrict y, int64_t n, float s, int32_t zp) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = FromFloat<Y>(static_cast<float>(static_cast<int32_t>(x[i]) - zp) * s);
+}
+
 template <typename Q, typename Y>
 void DequantizeKernel(const QdqParams& p, const Q* x, Y* y, int64_t n) {
   ParallelFor(n, 2, [&](int64_t begin, int64_t end) {
     p.layout.ForEachRun(begin, end, [&](int64_t b, int64_t e, int64_t a) {
       const float s = p.scales[a];
       if constexpr (sizeof(Q) < 4) {  // x - zp fits in int32 (which vectorizes)
-        const int32_t zp = p.zero_points[a];
-#pragma omp simd
-        for (int64_t i = b; i < e; ++i) y[i] = FromFloat<Y>(static_cast<float>(static_cast<int32_t>(x[i]) - zp) * s);
+        DequantizeRow(x + b, y + b, e - b, s, p.zero_points[a]);
       } else {
         const int64_t zp = p.zero_points[a];
         for (int64_t i = b; i < e; ++i) y[i] = FromFloat<Y>(static_cast<float>(static_cast<int64_t>(x[i]) - zp) * s);
