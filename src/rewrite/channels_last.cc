@@ -13,7 +13,8 @@
 //     com.seqto.QLinearConv) gets channels_last = 1: it reads the NHWC twin of its
 //     input (and of FusedConv's Sum) and writes an NHWC twin of its output;
 //   - an elementwise op whose data inputs all have NHWC twins (the others being
-//     scalars) runs on the twins too, as does com.seqto.QLinearGlobalAveragePool;
+//     scalars, or per-channel constants [1, C, 1, 1], whose twin is [1, 1, 1, C])
+//     runs on the twins too, as does com.seqto.QLinearGlobalAveragePool;
 //     per-tensor QuantizeLinear and DequantizeLinear are elementwise, so the float
 //     islands of a selectively quantized model (DQ -> float conv -> Q) stay inside
 //     the region instead of cutting it with Transposes;
@@ -100,8 +101,9 @@ bool IsElementwise(const ir::Node& n) {
   // ONNX Runtime's contrib Q/DQ (16-bit activations of int16 fallbacks).
   // QLinearAdd: seqto's, and ONNX Runtime's contrib op of QOperator models.
   if (n.domain == "com.microsoft")
-    return n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" || n.op_type == "QLinearAdd";
-  return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd");
+    return n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" || n.op_type == "QLinearAdd" ||
+           n.op_type == "QLinearMul";
+  return n.domain == "com.seqto" && (n.op_type == "QLookup" || n.op_type == "QLinearAdd" || n.op_type == "QLinearMul");
 }
 
 class ChannelsLastPass {
@@ -146,6 +148,7 @@ class ChannelsLastPass {
     for (const auto& n : to_nhwc_) read.insert(n.inputs[0]);
     for (auto& n : converted) patch.ReplaceNode(std::move(n));
     for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
+    for (auto& [name, t] : constant_twins_) patch.SetInitializer(name, std::move(t));
     RemoveBypassedProducers(converted_names, converted, patch);
     for (const auto& [original, twin] : produced_) {
       if (!read.count(original) && !graph_outputs_.count(original) && !options_.keep_values.count(original)) continue;
@@ -214,12 +217,19 @@ class ChannelsLastPass {
       }
       // A scalar broadcasts the same in any layout (unless its rank would raise the output's).
       auto it = g_.initializers.find(v);
-      if (it == g_.initializers.end() || it->second.numel() != 1 || it->second.rank() > 4) return std::nullopt;
+      if (it == g_.initializers.end() || it->second.rank() > 4) return std::nullopt;
+      if (it->second.numel() != 1 && !IsPerChannel(it->second)) return std::nullopt;
     }
     if (!any_twin) return std::nullopt;  // only extend existing channels-last regions
     ir::Node n = node;
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (!n.inputs[i].empty() && twins_.count(n.inputs[i]) && (!pool || i == 0)) n.inputs[i] = twins_.at(n.inputs[i]);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty() || (pool && i > 0)) continue;
+      if (twins_.count(n.inputs[i])) {
+        n.inputs[i] = twins_.at(n.inputs[i]);
+      } else if (auto it = g_.initializers.find(n.inputs[i]); it != g_.initializers.end() && IsPerChannel(it->second)) {
+        n.inputs[i] = ConstantTwin(n.inputs[i], it->second);
+      }
+    }
     if (pool) SetChannelsLast(n);
     RedirectOutput(n);
     return n;
@@ -276,6 +286,20 @@ class ChannelsLastPass {
       patch.RemoveNode(p.name);
       for (const auto& v : p.inputs) --readers[v];
     }
+  }
+
+  // A constant of shape [1, C, 1, 1] (a per-channel bias or scale, C > 1): its NHWC
+  // twin is the same data as [1, 1, 1, C].
+  static bool IsPerChannel(const Tensor& t) {
+    return t.rank() == 4 && t.dim(0) == 1 && t.dim(1) > 1 && t.dim(2) == 1 && t.dim(3) == 1;
+  }
+  std::string ConstantTwin(const std::string& name, const Tensor& t) {
+    auto it = twins_.find(name);
+    if (it != twins_.end()) return it->second;
+    const std::string twin = FreshValue(name + "/nhwc");
+    constant_twins_[twin] = t.Reshaped({1, 1, 1, t.dim(1)});
+    twins_[name] = twin;
+    return twin;
   }
 
   static void SetChannelsLast(ir::Node& n) {
@@ -414,6 +438,7 @@ class ChannelsLastPass {
   std::vector<std::pair<std::string, std::string>> produced_;  // (original output, twin) of converted nodes
   std::vector<ir::Node> to_nhwc_;                              // Transposes (or quantizers) that make twins
   std::map<std::string, const ir::Node*> producers_;           // value -> the node writing it
+  std::map<std::string, Tensor> constant_twins_;               // NHWC twins of per-channel constants
   std::vector<const ir::Node*> bypassed_producers_;            // Q/DQ whose twin a rewritten copy writes
 };
 

@@ -8,6 +8,7 @@
 //   DQ(a), DQ(b const), [DQ(c) | float c] -> Gemm -> [Relu | Clip] -> Q
 //        => com.seqto.QGemm (int8 x int8 -> int32, + int32 bias, requantize)
 //   DQ(a), DQ(b) -> Add -> [Relu | Clip] -> Q             => com.seqto.QLinearAdd
+//   DQ(a), DQ(b) -> Mul -> [Relu | Clip] -> Q             => com.seqto.QLinearMul
 //   DQ(x) -> GlobalAveragePool -> Q                       => com.seqto.QLinearGlobalAveragePool
 //   DQ(x) -> Relu | Clip | LeakyRelu -> Q                 => com.seqto.QLookup (256 entries)
 //   DQ(x...) -> Reshape, Transpose, MaxPool, Concat, ... -> Q with the same (scale,
@@ -27,7 +28,7 @@
 // left as it is: the float path stays correct.
 //
 // Exactness: activations fused into a clamp (ops/quant/fused_util.h), QLookup,
-// QLinearAdd and the pass-through ops reproduce the float path bit for bit. Conv,
+// QLinearAdd, QLinearMul and the pass-through ops reproduce the float path bit for bit. Conv,
 // MatMul, Gemm and GlobalAveragePool requantize an exact integer sum (round(acc *
 // sx*sw/sy)), where the float path rounds a float sum; the two can differ by one
 // quantum where the real value lies within float rounding of a .5 tie. A float bias,
@@ -153,7 +154,7 @@ class QdqFuser {
         TryMatMul(n);
       else if (n.op_type == "Gemm")
         TryGemm(n);
-      else if (n.op_type == "Add")
+      else if (n.op_type == "Add" || n.op_type == "Mul")
         TryAdd(n);
       else if (n.op_type == "GlobalAveragePool")
         TryGlobalAveragePool(n);
@@ -588,7 +589,7 @@ class QdqFuser {
     if (tail->activation && !tail->activation->AsClamp(tail->q, lo, hi)) return;
     Fusion f;
     f.vanishing = {add.inputs[0], add.inputs[1]};
-    f.node.op_type = "QLinearAdd";
+    f.node.op_type = add.op_type == "Mul" ? "QLinearMul" : "QLinearAdd";
     f.node.domain = kSeqtoDomain;
     f.node.inputs = {a->node->inputs[0],
                      a->scale_name,

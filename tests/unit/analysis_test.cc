@@ -15,39 +15,23 @@
 #include "quant/analysis/analyze.h"
 #include "quant/calib/calibrate.h"
 #include "quant/quantize.h"
+#include "quantized_examples.h"
 #include "runtime/session.h"
 
 namespace seqto::quant {
 namespace {
 
-const std::string kExample = std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/";
-
 struct Fixture {
-  ir::Model prepared;
-  std::unique_ptr<QuantPlan> plan;
-  Tensor input;  // [8,1,28,28]
+  const ir::Model& prepared;
+  const QuantPlan* plan;
+  const Tensor& input;  // [8,1,28,28]
 };
 
 Fixture& Get() {
   static Fixture* f = [] {
-    auto* f = new Fixture;
-    auto model = onnxio::LoadModel(kExample + "resnet.onnx");
-    EXPECT_TRUE(model.ok());
-    f->prepared = *QuantPlan::Prepare(*model);
-    f->input = *ReadNpy(kExample + "sample_input.npy");
-    QuantOptions o;
-    auto tensors = QuantPlan::TensorsToCalibrate(f->prepared, o);
-    bool done = false;
-    BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
-      if (done) return false;
-      feeds = {{"input", f->input}};
-      done = true;
-      return true;
-    };
-    auto stats = Calibrate(f->prepared, *tensors, source, o.calibration_options, 1);
-    auto ranges = stats->Ranges(o.calibration);
-    f->plan = std::make_unique<QuantPlan>(*QuantPlan::Create(f->prepared, o, &*ranges));
-    return f;
+    const testing::CalibratedResnet& r = testing::DefaultResnetPlan();
+    EXPECT_TRUE(r.plan) << "the bundled ResNet must quantize";
+    return new Fixture{r.prepared, r.plan.get(), r.input};
   }();
   return *f;
 }

@@ -599,5 +599,48 @@ TEST(ChannelsLast, QuantizeToChannelsLastEqualsQuantizeThenTranspose) {
   }
 }
 
+// A per-channel constant ([1, C, 1, 1]: a bias or scale an exporter wrote as its own
+// op) between two convs joins the region as its [1, 1, 1, C] twin: no Transposes
+// around it.
+TEST(ChannelsLast, PerChannelConstantsJoinTheRegion) {
+  std::mt19937 rng(12);
+  ir::Model m;
+  m.opsets[""] = 13;
+  auto& g = m.graph;
+  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {8}, {6}}});
+  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+  g.initializers["w1"] = RandomTensor({5, 3, 3, 3}, rng);
+  g.initializers["w2"] = RandomTensor({4, 5, 1, 1}, rng);
+  g.initializers["bias"] = RandomTensor({1, 5, 1, 1}, rng);
+  g.initializers["scale"] = RandomTensor({1, 5, 1, 1}, rng);
+  ir::Node c1 = MakeNode("c1", "Conv", {"x", "w1"}, {"a"});
+  c1.attributes["pads"] = Ints({1, 1, 1, 1});
+  g.nodes.push_back(c1);
+  g.nodes.push_back(MakeNode("relu", "Relu", {"a"}, {"r"}));
+  g.nodes.push_back(MakeNode("add", "Add", {"r", "bias"}, {"s"}));
+  g.nodes.push_back(MakeNode("mul", "Mul", {"scale", "s"}, {"t"}));
+  ir::Node c2 = MakeNode("c2", "Conv", {"t", "w2"}, {"y"});
+  g.nodes.push_back(c2);
+  ir::Graph opt = g;
+  ASSERT_TRUE(rewrite::Optimize(opt, {}).ok());
+  EXPECT_EQ(Count(opt, "Transpose"), 2) << "the input and the output only";
+  for (const auto& n : opt.nodes)
+    if (n.op_type == "Add" || n.op_type == "Mul") {
+      const bool reads_twin = std::count(n.inputs.begin(), n.inputs.end(), "bias/nhwc") +
+                                  std::count(n.inputs.begin(), n.inputs.end(), "scale/nhwc") ==
+                              1;
+      EXPECT_TRUE(reads_twin) << n.name;
+    }
+  ASSERT_TRUE(opt.initializers.count("bias/nhwc"));
+  EXPECT_EQ(opt.initializers.at("bias/nhwc").shape(), (Shape{1, 1, 1, 5}));
+  const TensorMap feeds{{"x", RandomTensor({2, 3, 8, 6}, rng)}};
+  const TensorMap want = RunModel(m, Plain(), feeds);
+  for (bool reference : {false, true}) {
+    SessionOptions o;
+    o.reference_only = reference;
+    ExpectClose(want.at("y"), RunModel(m, o, feeds).at("y"), reference ? "reference" : "fast");
+  }
+}
+
 }  // namespace
 }  // namespace seqto

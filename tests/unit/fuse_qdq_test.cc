@@ -680,34 +680,37 @@ TEST(FuseQdq, GemmBecomesQGemm) {
 
 // --- exact fusions: Add, lookups, data movement -------------------------------------
 
-TEST(FuseQdq, AddIsExact) {
+// Add and Mul (QLinearAdd, QLinearMul): the same float operations as the unfused
+// DQ -> op -> Q, so the integers are identical.
+TEST(FuseQdq, AddAndMulAreExact) {
   struct Case {
     std::string name;
     Shape a, b;
     DType ta, tb, ty;
     std::string act;
   };
-  for (const Case& c :
-       std::vector<Case>{{"same_shape", {2, 5, 7, 3}, {2, 5, 7, 3}, DType::kUInt8, DType::kUInt8, DType::kUInt8, ""},
-                         {"broadcast_relu", {2, 5, 7, 3}, {5, 1, 3}, DType::kInt8, DType::kUInt8, DType::kInt8, "Relu"},
-                         {"clip", {3, 1, 9}, {3, 4, 1}, DType::kUInt8, DType::kInt8, DType::kUInt8, "Clip"}}) {
-    SCOPED_TRACE(c.name);
-    QdqBuilder b(13);
-    const std::string a = b.QDQ(b.Input("a", c.a), c.ta);
-    const std::string bb = b.QDQ(b.Input("b", c.b), c.tb);
-    const std::string sum = b.Node("Add", {a, bb});
-    std::string out = sum;
-    if (c.act == "Relu") out = b.Node("Relu", {sum});
-    if (c.act == "Clip")
-      out = b.Node("Clip",
-                   {sum, b.Const("lo", Tensor::Scalar<float>(-0.2f)), b.Const("hi", Tensor::Scalar<float>(1.1f))});
-    b.OutputQ(out, c.ty, sum);
-    const auto ops = FusedOps(b.model());
-    EXPECT_EQ(Count(ops, "com.seqto:QLinearAdd"), 1);
-    EXPECT_EQ(Count(ops, "QuantizeLinear"), 2) << "the inputs'";
-    EXPECT_EQ(ops.size(), 2u);
-    ExpectExact(CompareFused(b.model(), b.inputs()));
-  }
+  for (const std::string op : {"Add", "Mul"})
+    for (const Case& c : std::vector<Case>{
+             {"same_shape", {2, 5, 7, 3}, {2, 5, 7, 3}, DType::kUInt8, DType::kUInt8, DType::kUInt8, ""},
+             {"broadcast_relu", {2, 5, 7, 3}, {5, 1, 3}, DType::kInt8, DType::kUInt8, DType::kInt8, "Relu"},
+             {"clip", {3, 1, 9}, {3, 4, 1}, DType::kUInt8, DType::kInt8, DType::kUInt8, "Clip"}}) {
+      SCOPED_TRACE(op + " " + c.name);
+      QdqBuilder b(13);
+      const std::string a = b.QDQ(b.Input("a", c.a), c.ta);
+      const std::string bb = b.QDQ(b.Input("b", c.b), c.tb);
+      const std::string sum = b.Node(op, {a, bb});
+      std::string out = sum;
+      if (c.act == "Relu") out = b.Node("Relu", {sum});
+      if (c.act == "Clip")
+        out = b.Node("Clip",
+                     {sum, b.Const("lo", Tensor::Scalar<float>(-0.2f)), b.Const("hi", Tensor::Scalar<float>(1.1f))});
+      b.OutputQ(out, c.ty, sum);
+      const auto ops = FusedOps(b.model());
+      EXPECT_EQ(Count(ops, "com.seqto:QLinear" + op), 1);
+      EXPECT_EQ(Count(ops, "QuantizeLinear"), 2) << "the inputs'";
+      EXPECT_EQ(ops.size(), 2u);
+      ExpectExact(CompareFused(b.model(), b.inputs()));
+    }
 }
 
 TEST(FuseQdq, GlobalAveragePoolOnIntegers) {

@@ -44,6 +44,38 @@ Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x, con
   return plan.Materialize(excluded, fallback);
 }
 
+const CalibratedResnet& DefaultResnetPlan() {
+  static const CalibratedResnet* r = [] {
+    auto* r = new CalibratedResnet;
+    auto model = onnxio::LoadModel(ExampleDir() + "resnet.onnx");
+    auto input = ExampleSampleInput();
+    if (!model.ok() || !input.ok()) return r;  // the tests' own checks then fail
+    r->input = *input;
+    auto prepared = quant::QuantPlan::Prepare(*model);
+    if (!prepared.ok()) return r;
+    r->prepared = *prepared;
+    quant::QuantOptions o;
+    auto tensors = quant::QuantPlan::TensorsToCalibrate(r->prepared, o);
+    if (!tensors.ok()) return r;
+    bool done = false;
+    auto stats = quant::Calibrate(
+        r->prepared, *tensors,
+        [&](runtime::TensorMap& feeds) -> Expected<bool> {
+          if (done) return false;
+          feeds = {{r->prepared.graph.inputs.at(0).name, r->input}};
+          return done = true;
+        },
+        o.calibration_options, 1);
+    if (!stats.ok()) return r;
+    auto ranges = stats->Ranges(o.calibration);
+    if (!ranges.ok()) return r;
+    auto plan = quant::QuantPlan::Create(r->prepared, o, &*ranges);
+    if (plan.ok()) r->plan = std::make_unique<quant::QuantPlan>(std::move(*plan));
+    return r;
+  }();
+  return *r;
+}
+
 double SmallestGap(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   double gap = 1e9;

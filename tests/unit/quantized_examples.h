@@ -3,6 +3,7 @@
 // sample images.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,15 @@ Expected<ir::Model> QuantizedExample(const std::string& name, const Tensor& x);
 Expected<ir::Model> QuantizeForTest(const ir::Model& model, const Tensor& x,
                                     const std::set<size_t>& excluded_orders = {},
                                     quant::Fallback fallback = quant::Fallback::kFloat);
+// The bundled ResNet prepared and planned for static quantization with the default
+// options (per-tensor MinMax ranges from the 8 sample images), built once per test
+// process: what the analysis tests start from.
+struct CalibratedResnet {
+  ir::Model prepared;
+  std::unique_ptr<quant::QuantPlan> plan;
+  Tensor input;  // the sample images, [8, 1, 28, 28]
+};
+const CalibratedResnet& DefaultResnetPlan();
 // The smallest non-zero gap between two of `values` (the quantum of dequantized
 // 8-bit logits).
 double SmallestGap(std::vector<double> values);

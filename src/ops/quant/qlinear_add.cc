@@ -1,10 +1,13 @@
-// com.seqto.QLinearAdd: the sum of two quantized tensors, requantized, with ONNX
+// com.seqto.QLinearAdd and QLinearMul: the sum (product) of two quantized tensors,
+// requantized, with ONNX
 // Runtime's com.microsoft.QLinearAdd inputs: A, a_scale, a_zero_point, B, b_scale,
 // b_zero_point, y_scale, y_zero_point (scales and zero points scalars; zero points
 // optional; A, B uint8/int8, broadcasting as numpy; Y has y_zero_point's type, else
 // A's). Attributes y_min / y_max: the clamp of a fused activation (fused_util.h).
-// What the QDQ fusion pass makes of  DQ(a), DQ(b) -> Add -> [Relu | Clip] -> Q(y).
+// What the QDQ fusion pass makes of  DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q(y).
 //   Y = clamp(round((float(A - a_zp) * a_scale + float(B - b_zp) * b_scale) / y_scale) + y_zp)
+// (QLinearMul: the product of the two dequantized values instead of their sum; the
+// gates of squeeze-excitation blocks, HardSwish's x * HardSigmoid(x)).
 // computed with exactly the float32 operations of the unfused DequantizeLinear, Add
 // and QuantizeLinear kernels (product, sum, quotient, round half to even), so the
 // result equals the unfused graph's bit for bit; what it saves is two float tensors
@@ -20,6 +23,7 @@ namespace {
 enum Input { kA = 0, kAScale, kAZp, kB, kBScale, kBZp, kYScale, kYZp };
 
 struct AddParams {
+  bool multiply = false;  // QLinearMul
   float sa, sb, sy;
   int32_t za, zb, zy;
   float lo, hi;  // QuantizeClamped's bounds for Y
@@ -40,6 +44,16 @@ SEQTO_WIDE_CLONES_EXACT void AddRow(const A* pa, int64_t a_step, const B* pb, in
   const int32_t za = p.za, zb = p.zb, zy = p.zy;
   if constexpr (kAStep != kAny) a_step = kAStep;
   if constexpr (kBStep != kAny) b_step = kBStep;
+  // Two loops rather than a select inside one: GCC vectorizes each, not the select.
+  if (p.multiply) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float fa = static_cast<float>(static_cast<int32_t>(pa[i * a_step]) - za) * sa;
+      const float fb = static_cast<float>(static_cast<int32_t>(pb[i * b_step]) - zb) * sb;
+      py[i] = static_cast<Y>(quant::QuantizeClamped((fa * fb) / sy, lo, hi, zy));
+    }
+    return;
+  }
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float fa = static_cast<float>(static_cast<int32_t>(pa[i * a_step]) - za) * sa;
@@ -111,15 +125,16 @@ void DispatchB(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, 
     DispatchY<A, int8_t>(a, b, y, p, plan);
 }
 
-Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
+Expected<std::unique_ptr<Kernel>> MakeQLinearBinary(const KernelInit& init, bool multiply) {
   SEQTO_ASSIGN_OR_RETURN(quant::OutputClamp clamp, quant::OutputClamp::Parse(init.node));
-  return MakeKernel([clamp](KernelContext& ctx) -> Status {
+  return MakeKernel([clamp, multiply](KernelContext& ctx) -> Status {
     const Tensor& a = ctx.input(kA);
     if (!ctx.has_input(kB)) return InputError(kB, "B is missing");
     const Tensor& b = ctx.input(kB);
     if (!quant::Is8Bit(a.dtype())) return DTypeError(kA, a.dtype(), "uint8, int8");
     if (!quant::Is8Bit(b.dtype())) return DTypeError(kB, b.dtype(), "uint8, int8");
     AddParams p;
+    p.multiply = multiply;
     SEQTO_ASSIGN_OR_RETURN(p.sa, quant::ScalarScale(ctx, kAScale, "a_scale"));
     SEQTO_ASSIGN_OR_RETURN(p.sb, quant::ScalarScale(ctx, kBScale, "b_scale"));
     SEQTO_ASSIGN_OR_RETURN(p.sy, quant::ScalarScale(ctx, kYScale, "y_scale"));
@@ -145,14 +160,19 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) {
   });
 }
 
+Expected<std::unique_ptr<Kernel>> MakeQLinearAdd(const KernelInit& init) { return MakeQLinearBinary(init, false); }
+Expected<std::unique_ptr<Kernel>> MakeQLinearMul(const KernelInit& init) { return MakeQLinearBinary(init, true); }
+
 }  // namespace
 
 void RegisterQLinearAdd(OpRegistry& r) {
   r.Register({"QLinearAdd", "com.seqto", 1, MakeQLinearAdd});
-  // ONNX Runtime's contrib op (QOperator models, e.g. the ONNX Model Zoo's int8 CNNs):
-  // the same inputs, without the clamp attributes. ORT computes it with precomputed
+  r.Register({"QLinearMul", "com.seqto", 1, MakeQLinearMul});
+  // ONNX Runtime's contrib ops (QOperator models, e.g. the ONNX Model Zoo's int8 CNNs):
+  // the same inputs, without the clamp attributes. ORT computes them with precomputed
   // scale ratios, so the two may differ by one quantum where a value is near a tie.
   r.Register({"QLinearAdd", "com.microsoft", 1, MakeQLinearAdd});
+  r.Register({"QLinearMul", "com.microsoft", 1, MakeQLinearMul});
 }
 
 }  // namespace seqto::ops

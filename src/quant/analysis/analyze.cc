@@ -157,23 +157,6 @@ runtime::TensorMap SelectRows(const runtime::TensorMap& batch, const std::vector
   return out;
 }
 
-// Sums of squares of the reference outputs and of their differences from a candidate.
-struct LossSums {
-  double signal = 0, noise = 0;
-  void Add(const runtime::TensorMap& ref, const runtime::TensorMap& cand) {
-    for (const auto& [name, r] : ref) {
-      auto it = cand.find(name);
-      if (it == cand.end() || r.dtype() != DType::kFloat32 || it->second.numel() != r.numel()) continue;
-      const float* x = r.data<float>();
-      const float* y = it->second.data<float>();
-      for (int64_t i = 0; i < r.numel(); ++i) {
-        signal += double(x[i]) * x[i];
-        noise += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-      }
-    }
-  }
-};
-
 // Per-sample loss of the candidate's outputs against the reference's.
 std::vector<double> PerSampleLoss(const runtime::TensorMap& ref, const runtime::TensorMap& cand) {
   std::vector<double> signal, noise;

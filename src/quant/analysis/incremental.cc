@@ -297,20 +297,10 @@ Expected<std::vector<double>> IncrementalLosses(const QuantPlan& plan, const std
         auto it = base_out.find(name);
         if (it != base_out.end()) out[name] = it->second;
       }
-      // As the analysis's LossSums: float outputs of the same size, in double.
-      double s = 0, e = 0;
-      for (const auto& [name, r] : ref) {
-        auto it = out.find(name);
-        if (it == out.end() || r.dtype() != DType::kFloat32 || it->second.numel() != r.numel()) continue;
-        const float* x = r.data<float>();
-        const float* y = it->second.data<float>();
-        for (int64_t k = 0; k < r.numel(); ++k) {
-          s += double(x[k]) * x[k];
-          e += (double(x[k]) - y[k]) * (double(x[k]) - y[k]);
-        }
-      }
-      signal[i] += s;
-      noise[i] += e;
+      LossSums sums;
+      sums.Add(ref, out);
+      signal[i] += sums.signal;
+      noise[i] += sums.noise;
       return Status::Ok();
     }));
     used = c + 1;

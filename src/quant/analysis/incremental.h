@@ -28,6 +28,26 @@
 
 namespace seqto::quant {
 
+// Sums of squares of the reference outputs and of their differences from a
+// candidate's (float outputs of the same size, in double): the output loss of the
+// analysis is noise / signal. Shared by the full and the incremental evaluation,
+// so both measure the same thing.
+struct LossSums {
+  double signal = 0, noise = 0;
+  void Add(const runtime::TensorMap& ref, const runtime::TensorMap& cand) {
+    for (const auto& [name, r] : ref) {
+      auto it = cand.find(name);
+      if (it == cand.end() || r.dtype() != DType::kFloat32 || it->second.numel() != r.numel()) continue;
+      const float* x = r.data<float>();
+      const float* y = it->second.data<float>();
+      for (int64_t i = 0; i < r.numel(); ++i) {
+        signal += double(x[i]) * x[i];
+        noise += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      }
+    }
+  }
+};
+
 // The part of `trial` that may compute something `base` does not: every node that is
 // not in `base` identically (same op, attributes, inputs, outputs and initializer
 // contents), every node downstream of one, and the constant nodes (weights'
