@@ -133,6 +133,11 @@ DnnlWindow ToDnnlWindow(const std::vector<WindowDim>& dims, bool reached_pad_end
   return w;
 }
 
+std::recursive_mutex& PlanCreationMutex() {
+  static std::recursive_mutex mu;
+  return mu;
+}
+
 dnnl::primitive_attr UserScratchpadAttr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

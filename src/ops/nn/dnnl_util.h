@@ -122,6 +122,13 @@ using CacheKey = std::vector<int64_t>;
 // Concatenates shapes into one cache key (each preceded by its rank).
 CacheKey ShapeKey(std::initializer_list<const Shape*> shapes);
 
+// Held while any kernel builds a plan (oneDNN primitive descriptors, primitives,
+// packed weights). Plans are built once per shape, so this costs nothing at run time;
+// it keeps oneDNN 2.6's primitive creation (JIT code generation, its primitive
+// cache, AMX set-up) off concurrent paths: sessions run in parallel worker threads in
+// the analysis. Runs of built plans stay concurrent.
+std::recursive_mutex& PlanCreationMutex();
+
 template <typename V>
 class ShapeCache {
  public:
@@ -134,6 +141,7 @@ class ShapeCache {
     auto it = entries_.find(key);
     if (it != entries_.end()) return it->second;
     if (entries_.size() >= kMaxEntries) entries_.clear();
+    std::lock_guard<std::recursive_mutex> creating(PlanCreationMutex());
     std::shared_ptr<V> v = make();
     entries_.emplace(key, v);
     return v;
@@ -234,7 +242,11 @@ bool PickConvPd(Pd& pd, const std::vector<Layout>& layouts, Make&& make, AcceptS
 // running thread's scratch slot 4). oneDNN's own scratchpad is
 // shared by all primitives of the thread that created them (Debian builds it without
 // DNNL_ENABLE_CONCURRENT_EXEC), so a primitive run from another thread, or by two
-// threads at once, could write into memory another run is using.
+// threads at once, could write into memory another run is using. Used by the float
+// convolutions, deconvolutions and matmuls; not by the int8 convolutions: creating
+// some of oneDNN 2.6's int8 convolutions with a user scratchpad crashed inside
+// libdnnl (AddressSanitizer build, seqto tune's ranking), so those keep the
+// library's scratchpad and must be run from the thread that created them.
 dnnl::primitive_attr UserScratchpadAttr();
 
 // The caller's layouts of a convolution's source, weights and destination.
