@@ -137,26 +137,6 @@ Expected<double> WeightSqnr(const QuantGroup& group, const ir::Graph& float_grap
   return acc.count() ? acc.Db() : kNaN;
 }
 
-// Rows `rows` (indices along dimension 0) of every tensor of a batch.
-runtime::TensorMap SelectRows(const runtime::TensorMap& batch, const std::vector<int64_t>& rows) {
-  runtime::TensorMap out;
-  for (const auto& [name, t] : batch) {
-    if (t.rank() == 0) {
-      out[name] = t;
-      continue;
-    }
-    Shape shape = t.shape();
-    shape[0] = static_cast<int64_t>(rows.size());
-    Tensor sub(t.dtype(), shape);
-    const size_t row_bytes = t.dim(0) ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
-    for (size_t r = 0; r < rows.size(); ++r)
-      std::memcpy(static_cast<std::byte*>(sub.raw()) + r * row_bytes,
-                  static_cast<const std::byte*>(t.raw()) + static_cast<size_t>(rows[r]) * row_bytes, row_bytes);
-    out[name] = sub;
-  }
-  return out;
-}
-
 // Per-sample loss of the candidate's outputs against the reference's.
 std::vector<double> PerSampleLoss(const runtime::TensorMap& ref, const runtime::TensorMap& cand) {
   std::vector<double> signal, noise;

@@ -6,11 +6,31 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "quant/analysis/analyze.h"
 
 namespace seqto::quant {
+
+runtime::TensorMap SelectRows(const runtime::TensorMap& batch, const std::vector<int64_t>& rows) {
+  runtime::TensorMap out;
+  for (const auto& [name, t] : batch) {
+    if (t.rank() == 0) {
+      out[name] = t;
+      continue;
+    }
+    Shape shape = t.shape();
+    shape[0] = static_cast<int64_t>(rows.size());
+    Tensor sub(t.dtype(), shape);
+    const size_t row_bytes = t.dim(0) ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(static_cast<std::byte*>(sub.raw()) + r * row_bytes,
+                  static_cast<const std::byte*>(t.raw()) + static_cast<size_t>(rows[r]) * row_bytes, row_bytes);
+    out[name] = sub;
+  }
+  return out;
+}
 
 namespace {
 
@@ -48,22 +68,11 @@ bool SameNode(const ir::Node& n, const ir::Node& m, const ir::Graph& trial, cons
   return true;
 }
 
-// Rows [begin, end) of every tensor of a batch (rank-0 tensors are kept whole).
+// Rows [begin, end) of every tensor of a batch.
 runtime::TensorMap Rows(const runtime::TensorMap& batch, int64_t begin, int64_t end) {
-  runtime::TensorMap out;
-  for (const auto& [name, t] : batch) {
-    if (t.rank() == 0) {
-      out[name] = t;
-      continue;
-    }
-    Shape shape = t.shape();
-    shape[0] = end - begin;
-    Tensor sub(t.dtype(), shape);
-    const size_t row = t.dim(0) ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
-    std::memcpy(sub.raw(), static_cast<const std::byte*>(t.raw()) + static_cast<size_t>(begin) * row, sub.nbytes());
-    out[name] = std::move(sub);
-  }
-  return out;
+  std::vector<int64_t> rows(static_cast<size_t>(end - begin));
+  std::iota(rows.begin(), rows.end(), begin);
+  return SelectRows(batch, rows);
 }
 
 // Runs fn(i) for i in [0, n) on `workers` threads; the first error stops the rest.

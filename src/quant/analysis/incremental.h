@@ -28,6 +28,10 @@
 
 namespace seqto::quant {
 
+// Rows `rows` (indices along dimension 0) of every tensor of a batch (rank-0 tensors
+// are kept whole): the analysis's samples and chunks.
+runtime::TensorMap SelectRows(const runtime::TensorMap& batch, const std::vector<int64_t>& rows);
+
 // Sums of squares of the reference outputs and of their differences from a
 // candidate's (float outputs of the same size, in double): the output loss of the
 // analysis is noise / signal. Shared by the full and the incremental evaluation,
