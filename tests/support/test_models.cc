@@ -32,6 +32,10 @@ ir::Attribute String(std::string v) {
   return a;
 }
 
+ir::ValueInfo FloatValue(std::string name, std::vector<ir::Dim> dims) {
+  return {std::move(name), DType::kFloat32, std::move(dims)};
+}
+
 ir::Node MakeNode(std::string name, std::string op, std::vector<std::string> inputs, std::vector<std::string> outputs,
                   std::string domain) {
   ir::Node n;

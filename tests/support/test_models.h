@@ -22,6 +22,10 @@ ir::Attribute String(std::string v);
 ir::Node MakeNode(std::string name, std::string op, std::vector<std::string> inputs, std::vector<std::string> outputs,
                   std::string domain = "");
 
+// A float32 value (graph input, output or intermediate) of the given dims, which may
+// be symbolic.
+ir::ValueInfo FloatValue(std::string name, std::vector<ir::Dim> dims);
+
 // A float32 tensor of `shape`, uniform in [lo, hi) from `rng`.
 Tensor RandomTensor(Shape shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
 

@@ -12,14 +12,11 @@
 namespace seqto::quant {
 namespace {
 
+using testing::FloatValue;
 using testing::Int;
 using testing::Ints;
 using testing::MakeNode;
 using testing::RandomTensor;
-
-ir::ValueInfo Value(std::string name, std::vector<ir::Dim> dims) {
-  return {std::move(name), DType::kFloat32, std::move(dims)};
-}
 
 // x[N,3,8,8] -> conv1 (4 out, 3x3, pad 1) -> relu1 -> dw (depthwise 3x3, stride 2,
 // pad 1) -> ct (ConvTranspose 4 -> 2, 2x2, stride 2) -> flat -> gemm (128 -> 10,
@@ -29,8 +26,8 @@ ir::Model SmallCnn() {
   ir::Model m;
   m.opsets[""] = 13;
   auto& g = m.graph;
-  g.inputs.push_back(Value("x", {{-1, "N"}, {3}, {8}, {8}}));
-  g.outputs.push_back(Value("y", {{-1, "N"}, {5}}));
+  g.inputs.push_back(FloatValue("x", {{-1, "N"}, {3}, {8}, {8}}));
+  g.outputs.push_back(FloatValue("y", {{-1, "N"}, {5}}));
   g.initializers["w1"] = RandomTensor({4, 3, 3, 3}, rng);
   g.initializers["b1"] = RandomTensor({4}, rng);
   g.initializers["w2"] = RandomTensor({4, 1, 3, 3}, rng);
@@ -79,10 +76,10 @@ TEST(Macs, BroadcastMatMulTransposedGemmAndUnknownShapes) {
   ir::Model m;
   m.opsets[""] = 13;
   auto& g = m.graph;
-  g.inputs.push_back(Value("a", {{-1, "N"}, {3}, {4}}));        // batch 1: [1, 3, 4]
-  g.inputs.push_back(Value("b", {{2}, {4}, {5}}));              // broadcast to [2, 3, 5]
-  g.inputs.push_back(Value("p", {{6}, {4}}));                   // transA: K = 6, M = 4
-  g.inputs.push_back(Value("s", {{-1, "N"}, {-1, "S"}, {8}}));  // a sequence length unknown
+  g.inputs.push_back(FloatValue("a", {{-1, "N"}, {3}, {4}}));        // batch 1: [1, 3, 4]
+  g.inputs.push_back(FloatValue("b", {{2}, {4}, {5}}));              // broadcast to [2, 3, 5]
+  g.inputs.push_back(FloatValue("p", {{6}, {4}}));                   // transA: K = 6, M = 4
+  g.inputs.push_back(FloatValue("s", {{-1, "N"}, {-1, "S"}, {8}}));  // a sequence length unknown
   g.initializers["q"] = RandomTensor({6, 7}, rng);
   g.initializers["k"] = RandomTensor({8, 2}, rng);
   g.nodes.push_back(MakeNode("bmm", "MatMul", {"a", "b"}, {"o1"}));

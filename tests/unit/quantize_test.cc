@@ -18,14 +18,11 @@
 namespace seqto::quant {
 namespace {
 
+using testing::FloatValue;
 using testing::Int;
 using testing::Ints;
 using testing::MakeNode;
 using testing::RandomTensor;
-
-ir::ValueInfo Value(std::string name, std::vector<ir::Dim> dims) {
-  return {std::move(name), DType::kFloat32, std::move(dims)};
-}
 
 TensorRange Range(double lo, double hi) {
   TensorRange r;
@@ -42,8 +39,8 @@ ir::Model ConvReluMatMul(int64_t opset = 13) {
   ir::Model m;
   m.opsets[""] = opset;
   auto& g = m.graph;
-  g.inputs.push_back(Value("x", {{-1, "N"}, {2}, {4}, {4}}));
-  g.outputs.push_back(Value("y", {{-1, "N"}, {5}}));
+  g.inputs.push_back(FloatValue("x", {{-1, "N"}, {2}, {4}, {4}}));
+  g.outputs.push_back(FloatValue("y", {{-1, "N"}, {5}}));
   Tensor w = RandomTensor({3, 2, 3, 3}, rng);
   w.data<float>()[5] = -1.27f;
   g.initializers["w"] = w;
@@ -74,8 +71,8 @@ ir::Model TwoBranches() {
   ir::Model m;
   m.opsets[""] = 13;
   auto& g = m.graph;
-  g.inputs.push_back(Value("x", {{1}, {2}, {3}, {3}}));
-  g.outputs.push_back(Value("y", {{1}, {2}, {3}, {3}}));
+  g.inputs.push_back(FloatValue("x", {{1}, {2}, {3}, {3}}));
+  g.outputs.push_back(FloatValue("y", {{1}, {2}, {3}, {3}}));
   for (const char* w : {"w1", "w2", "w3"}) g.initializers[w] = RandomTensor({2, 2, 1, 1}, rng);
   g.nodes.push_back(MakeNode("conv1", "Conv", {"x", "w1"}, {"c1"}));
   g.nodes.push_back(MakeNode("conv2", "Conv", {"x", "w2"}, {"c2"}));
@@ -357,8 +354,8 @@ TEST(QuantStatic, PerChannelAxisOfEachOp) {
     m.opsets[""] = 13;
     std::vector<ir::Dim> dims;
     for (int64_t d : c.x) dims.push_back({d});
-    m.graph.inputs.push_back(Value("x", dims));
-    m.graph.outputs.push_back(Value("y", {{-1, "a"}, {-1, "b"}, {-1, "c"}, {-1, "d"}}));
+    m.graph.inputs.push_back(FloatValue("x", dims));
+    m.graph.outputs.push_back(FloatValue("y", {{-1, "a"}, {-1, "b"}, {-1, "c"}, {-1, "d"}}));
     if (c.x.size() == 2) m.graph.outputs[0].shape->resize(2);
     m.graph.initializers["w"] = RandomTensor(c.weight, rng);
     const int64_t channels = c.weight[static_cast<size_t>(c.axis)];
@@ -861,8 +858,8 @@ TEST(QuantDynamic, EmitsWhatQuantizeDynamicEmits) {
   // Gemm becomes a MatMulInteger on the transposed weight (alpha folded in), beta * C added.
   ir::Model gm;
   gm.opsets[""] = 13;
-  gm.graph.inputs.push_back(Value("a", {{2}, {6}}));
-  gm.graph.outputs.push_back(Value("g", {{2}, {5}}));
+  gm.graph.inputs.push_back(FloatValue("a", {{2}, {6}}));
+  gm.graph.outputs.push_back(FloatValue("g", {{2}, {5}}));
   gm.graph.initializers["B"] = RandomTensor({5, 6}, rng);
   gm.graph.initializers["C"] = RandomTensor({5}, rng);
   ir::Node gemm = MakeNode("gemm", "Gemm", {"a", "B", "C"}, {"g"});
