@@ -9,6 +9,10 @@ Status Optimize(ir::Graph& graph, const OptimizeOptions& options) {
   if (options.fold_conv_affine)
     SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FoldConvAffine(graph, options), "fold-conv-affine"));
   if (options.fuse_patterns) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FusePatterns(graph, options), "fuse-patterns"));
+  // Before fuse-qdq, which would otherwise split these regions into QLinearAdd /
+  // QLinearMul / QLookup nodes one op at a time.
+  if (options.fuse_unary_lookups && options.evaluate)
+    SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseUnaryLookups(graph, options), "fuse-unary-lookups"));
   // Before fuse-conv: that pass fuses float convs only (constant float weights),
   // this one convs whose weights come through DequantizeLinear.
   if (options.fuse_qdq) SEQTO_RETURN_IF_ERROR(ApplyPatch(graph, FuseQdq(graph, options), "fuse-qdq"));

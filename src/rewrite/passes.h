@@ -2,6 +2,8 @@
 // them in order, verifying the graph after each.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 
@@ -10,6 +12,12 @@
 #include "rewrite/patch.h"
 
 namespace seqto::rewrite {
+
+// Runs a small graph (inputs and outputs by name) with the kernels the session will
+// use. The runtime supplies it: rewrite cannot see the ops, and a pass that turns a
+// subgraph into a table must compute it with the same kernels as the unfused graph.
+using Evaluate = std::function<Expected<std::map<std::string, Tensor>>(const ir::Graph& graph,
+                                                                        const std::map<std::string, Tensor>& inputs)>;
 
 struct OptimizeOptions {
   // Values that must stay visible (observed or overridden): no pass fuses them away.
@@ -22,6 +30,11 @@ struct OptimizeOptions {
   // graphs only, never saved).
   bool fold_conv_affine = true;
   bool fuse_patterns = true;
+  // Elementwise regions that are functions of one 8-bit tensor (DQ -> unary ops,
+  // constant scalars, internal Q/DQ -> Q) become 256-entry com.seqto.QLookup tables.
+  // Needs `evaluate` (without it the pass does nothing). See fuse_unary_lookups.cc.
+  bool fuse_unary_lookups = true;
+  Evaluate evaluate;
   // QDQ islands (DequantizeLinear -> op -> QuantizeLinear) become int8 ops; off, a
   // QDQ model runs in float (the reference the fused ops are tested against).
   bool fuse_qdq = true;
@@ -52,6 +65,13 @@ GraphPatch FusePatterns(const ir::Graph& graph, const OptimizeOptions& options);
 // Conv followed by Add and/or Relu/Clip/LeakyRelu becomes one com.seqto.FusedConv
 // node (the conv kernel applies them as post-ops). Run after FoldBatchNormIntoConv.
 GraphPatch FuseConvPostOps(const ir::Graph& graph, const OptimizeOptions& options);
+
+// Regions of elementwise ops that depend on one 8-bit tensor only (DequantizeLinear
+// -> activations, arithmetic with constant scalars, Q/DQ pairs -> QuantizeLinear)
+// become one com.seqto.QLookup per 8-bit result, the table computed by running the
+// region on the 256 codes with options.evaluate. Run before FuseQdq. See
+// fuse_unary_lookups.cc.
+GraphPatch FuseUnaryLookups(const ir::Graph& graph, const OptimizeOptions& options);
 
 // DequantizeLinear -> Conv / MatMul / Gemm / Add / GlobalAveragePool / activation /
 // data movement -> QuantizeLinear chains with constant quantization parameters become

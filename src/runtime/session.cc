@@ -101,6 +101,24 @@ int64_t OpsetFor(const ir::Model& model, const std::string& domain) {
   if (it != model.opsets.end()) return it->second;
   return domain.empty() ? model.onnx_opset() : 1;
 }
+
+// Runs a pass's small graph (rewrite/fuse_unary_lookups.cc: a region on its 256
+// input codes) unoptimized, with the model's opsets and the kernels `options` choose
+// (reference or default), so that a table holds what the unfused graph computes.
+rewrite::Evaluate MakeEvaluator(const ir::Model& model, const SessionOptions& options) {
+  return [opsets = model.opsets, reference = options.reference_only, registry = options.registry](
+             const ir::Graph& graph, const TensorMap& inputs) -> Expected<TensorMap> {
+    ir::Model m;
+    m.opsets = opsets;
+    m.graph = graph;
+    SessionOptions o;
+    o.optimize = false;
+    o.reference_only = reference;
+    o.registry = registry;
+    SEQTO_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Create(m, o));
+    return s->Run(inputs);
+  };
+}
 }  // namespace
 
 Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const SessionOptions& options) {
@@ -125,6 +143,7 @@ Expected<std::unique_ptr<Session>> Session::Create(const ir::Model& model, const
     rewrite::OptimizeOptions opt;
     opt.keep_values = options.keep_values;
     opt.channels_last = options.channels_last;
+    opt.evaluate = MakeEvaluator(prepared, options);
     SEQTO_RETURN_IF_ERROR(rewrite::Optimize(prepared.graph, opt));
   }
   SEQTO_RETURN_IF_ERROR(s->Plan(prepared));
