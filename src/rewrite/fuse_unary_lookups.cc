@@ -71,10 +71,10 @@ bool IsDq(const ir::Node& n) { return IsQdqDomain(n) && n.op_type == "Dequantize
 // inputs (whose other inputs, below, are constant scalars).
 const std::set<std::string>& UnaryOps() {
   static const std::set<std::string> kOps = {
-      "Relu",     "LeakyRelu", "Clip",      "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",  "Elu",   "Selu",
-      "Celu",     "Softplus",  "Softsign",  "Mish",    "Exp",         "Log",       "Sqrt",  "Erf",   "Neg",
-      "Abs",      "Sign",      "Floor",     "Ceil",    "Round",       "Reciprocal", "Sin",  "Cos",   "Tan",
-      "Asin",     "Acos",      "Atan",      "Sinh",    "Cosh",        "Asinh",     "Acosh", "Atanh", "Shrink",
+      "Relu",     "LeakyRelu", "Clip",           "Sigmoid", "HardSigmoid", "HardSwish",  "Tanh",  "Elu",   "Selu",
+      "Celu",     "Softplus",  "Softsign",       "Mish",    "Exp",         "Log",        "Sqrt",  "Erf",   "Neg",
+      "Abs",      "Sign",      "Floor",          "Ceil",    "Round",       "Reciprocal", "Sin",   "Cos",   "Tan",
+      "Asin",     "Acos",      "Atan",           "Sinh",    "Cosh",        "Asinh",      "Acosh", "Atanh", "Shrink",
       "Identity", "Cast",      "ThresholdedRelu"};
   return kOps;
 }
@@ -206,7 +206,8 @@ class LookupFuser {
       return region(0) && ScalarParam(n, 1) && ScalarParam(n, 2);
     }
     if (n.domain == kSeqto && (n.op_type == "QLookup" || n.op_type == "Gelu")) return n.inputs.size() == 1 && region(0);
-    if ((n.domain == kSeqto || n.domain == "com.microsoft") && (n.op_type == "QLinearAdd" || n.op_type == "QLinearMul")) {
+    if ((n.domain == kSeqto || n.domain == "com.microsoft") &&
+        (n.op_type == "QLinearAdd" || n.op_type == "QLinearMul")) {
       if (n.inputs.size() < 7 || !(region(0) || region(3)) || !operand(0) || !operand(3)) return false;
       for (size_t i : {1, 2, 4, 5, 6, 7})
         if (!ScalarParam(n, i)) return false;

@@ -17,7 +17,7 @@ namespace seqto::rewrite {
 // use. The runtime supplies it: rewrite cannot see the ops, and a pass that turns a
 // subgraph into a table must compute it with the same kernels as the unfused graph.
 using Evaluate = std::function<Expected<std::map<std::string, Tensor>>(const ir::Graph& graph,
-                                                                        const std::map<std::string, Tensor>& inputs)>;
+                                                                       const std::map<std::string, Tensor>& inputs)>;
 
 struct OptimizeOptions {
   // Values that must stay visible (observed or overridden): no pass fuses them away.
