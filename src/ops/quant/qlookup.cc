@@ -1,13 +1,15 @@
 // com.seqto.QLookup: Y[i] = table[X[i]] for an 8-bit X: a whole
 //   DQ(x) -> elementwise float op(s) -> Q(y)
-// chain as one table lookup. The QDQ fusion pass builds the table by running the
-// unfused chain's float32 arithmetic on each of the 256 possible inputs, so the
-// result is the unfused graph's bit for bit.
+// chain as one table lookup. The passes build the table from the unfused chain's own
+// arithmetic on each of the 256 possible inputs (fuse-qdq for one activation or a
+// Concat's requantization, fuse-unary-lookups for whole elementwise regions by
+// running their kernels), so the result is the unfused graph's bit for bit.
 // Attributes: 'table' (256 ints; entry k is for X = k (uint8) or k - 128 (int8)),
 // 'x_type' and 'y_type' (ONNX element type numbers: 2 uint8, 3 int8).
-// The fuse-unary-lookups pass makes whole regions of such ops one table.
-// Kernel: 64 bytes per step with AVX-512 VBMI (vpermi2b), 32 with AVX2 (vpshufb),
-// else a byte at a time; all exact (reference_only: the scalar loop).
+// Kernel: 64 bytes per step with AVX-512 VBMI (vpermi2b; 21 GB/s on one core of the
+// development machine), else a byte at a time (3 GB/s; AVX2's 16 vpshufb per 32
+// bytes measured 2.5, and 8-byte loads and stores 1.2); all exact (reference_only:
+// the byte loop).
 #include "ops/quant/qlookup.h"
 
 #include <array>
@@ -50,30 +52,6 @@ void LookupScalar(const uint8_t* x, uint8_t* y, int64_t n, const uint8_t* table)
 }
 #undef SEQTO_VBMI
 
-// 32 bytes at a time with vpshufb, which looks up 16 bytes by an index's low 4 bits
-// and gives 0 where its top bit is set: for each 16-entry block j, the index XOR 16 j
-// has a high nibble of 0 exactly for the indices of block j, and adding 0x70 with
-// unsigned saturation sets the top bit of every other index; the 16 partial results
-// are OR-ed.
-[[gnu::target("avx2")]] inline __m256i MapAvx2(__m256i v, const __m256i blocks[16]) {
-  const __m256i bias = _mm256_set1_epi8(0x70);
-  __m256i r = _mm256_setzero_si256();
-  for (int j = 0; j < 16; ++j) {
-    const __m256i k = _mm256_adds_epu8(_mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(16 * j))), bias);
-    r = _mm256_or_si256(r, _mm256_shuffle_epi8(blocks[j], k));
-  }
-  return r;
-}
-[[gnu::target("avx2")]] void LookupAvx2(const uint8_t* x, uint8_t* y, int64_t n, const uint8_t* table) {
-  __m256i blocks[16];
-  for (int j = 0; j < 16; ++j)
-    blocks[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table + 16 * j)));
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        MapAvx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), blocks));
-  LookupScalar(x + i, y + i, n - i, table);
-}
 #endif
 
 }  // namespace
@@ -83,7 +61,6 @@ LookupIsa BestLookupIsa() {
   static const LookupIsa best = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw")) return LookupIsa::kAvx512Vbmi;
-    if (__builtin_cpu_supports("avx2")) return LookupIsa::kAvx2;
     return LookupIsa::kScalar;
   }();
   return best;
@@ -95,7 +72,6 @@ LookupIsa BestLookupIsa() {
 void LookupBytes(const uint8_t* x, uint8_t* y, int64_t n, const uint8_t* table, LookupIsa isa) {
 #ifdef SEQTO_LOOKUP_X86
   if (isa == LookupIsa::kAvx512Vbmi) return LookupVbmi(x, y, n, table);
-  if (isa == LookupIsa::kAvx2) return LookupAvx2(x, y, n, table);
 #endif
   (void)isa;
   LookupScalar(x, y, n, table);

@@ -6,7 +6,7 @@
 
 namespace seqto::ops {
 
-enum class LookupIsa { kScalar, kAvx2, kAvx512Vbmi };
+enum class LookupIsa { kScalar, kAvx512Vbmi };
 
 // The widest form this CPU runs.
 LookupIsa BestLookupIsa();
