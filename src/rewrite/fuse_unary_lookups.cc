@@ -120,6 +120,9 @@ class LookupFuser {
     auto it = constants_.find(v);
     return it == constants_.end() ? nullptr : &it->second;
   }
+  // A constant no hook may override (a kept Constant node's output is not one: the
+  // table would not see the override).
+  const Tensor* Fixed(const std::string& v) const { return options_.keep_values.count(v) ? nullptr : Constant(v); }
   const ir::Node* Producer(const std::string& v) const {
     auto it = uses_.producer.find(v);
     return it == uses_.producer.end() ? nullptr : &g_.nodes[it->second];
@@ -156,7 +159,7 @@ class LookupFuser {
   // A per-tensor quantization parameter: a constant with one element, rank <= 1.
   bool ScalarParam(const ir::Node& n, size_t i) const {
     if (i >= n.inputs.size() || n.inputs[i].empty()) return true;  // omitted (a zero point)
-    const Tensor* t = Constant(n.inputs[i]);
+    const Tensor* t = Fixed(n.inputs[i]);
     return t && t->numel() == 1 && t->rank() <= 1;
   }
 
@@ -183,12 +186,13 @@ class LookupFuser {
   // DequantizeLinear of one. Pow's exponent must have one element (its kernel's
   // scalar fast path depends on it).
   bool ConstantOperand(const std::string& v, const Region& r, bool one_element) const {
+    if (options_.keep_values.count(v)) return false;
     const Tensor* t = Constant(v);
     if (!t) {
       const ir::Node* p = Producer(v);
       if (!p || !IsDq(*p) || p->inputs.size() < 2 || p->outputs.size() != 1 || p->has_attr("block_size")) return false;
-      if (options_.keep_values.count(v) || !ScalarParam(*p, 1) || !ScalarParam(*p, 2)) return false;
-      t = Constant(p->inputs[0]);
+      if (!ScalarParam(*p, 1) || !ScalarParam(*p, 2)) return false;
+      t = Fixed(p->inputs[0]);
     }
     return t && ActsAsScalar(*t, r) && (!one_element || t->numel() == 1);
   }
