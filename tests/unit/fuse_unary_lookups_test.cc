@@ -85,6 +85,7 @@ class RegionModel {
     }
     return Op("DequantizeLinear", {Const(t), Scalar(scale), ZeroPoint(zp, type_)});
   }
+  void ForgetInputShape() { model_.graph.inputs[0].shape.reset(); }
   void Declare(const std::string& v) {
     ir::ValueInfo vi{v, type_, std::vector<ir::Dim>{}};
     for (int64_t d : kShape) vi.shape->push_back({d, ""});
@@ -284,6 +285,19 @@ TEST_P(FuseUnaryLookups, RankRaisingConstantDoesNotFold) {
   b.Output(b.Q(b.Op("Mul", {b.Dq("q", 0.05f, t), b.Scalar(2.f, {1, 1, 1, 1, 1})}), 0.06f, t));
   auto ops = ExpectFusedEqualsUnfused(b);
   EXPECT_EQ(ops["QLookup"], 0);
+}
+
+// Without a known rank for the root, a constant of rank 1 could raise the rank of a
+// rank-0 root: it does not fold (a rank-0 constant does).
+TEST_P(FuseUnaryLookups, RankOneConstantNeedsTheRootsRank) {
+  const DType t = GetParam();
+  RegionModel b(t);
+  b.ForgetInputShape();
+  b.Output(b.Q(b.Op("Mul", {b.Dq("q", 0.04f, t), b.Scalar(2.f, {1})}), 0.06f, t));
+  b.Output(b.Q(b.Op("Mul", {b.Dq("q", 0.04f, t), b.Scalar(3.f)}), 0.06f, t));
+  auto ops = ExpectFusedEqualsUnfused(b);
+  EXPECT_EQ(ops["QLookup"], 1);  // * 3
+  EXPECT_EQ(ops["Mul"], 1);      // * [2] stays a float Mul
 }
 
 // A per-channel QuantizeLinear ends the region before it; its output roots another.
