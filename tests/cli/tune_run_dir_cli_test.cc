@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "cli_util.h"
@@ -104,7 +105,15 @@ TEST(TuneRunDir, HeldOutSplitDigestsAndResumeChecks) {
                        "calibration (32) and ranking (16); evaluation uses 200 of the other 9968"),
             std::string::npos)
       << r.err;
-  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  // No warning about the data or the settings. The one warning that depends on the
+  // machine rather than the run (other processes were busy while latency was measured,
+  // as under a parallel ctest) is allowed.
+  std::istringstream err_lines(r.err);
+  for (std::string line; std::getline(err_lines, line);) {
+    if (line.find("warning") != std::string::npos) {
+      EXPECT_NE(line.find("the machine looks busy"), std::string::npos) << line;
+    }
+  }
   const json report = json::parse(ReadFile(run / "report.json"));
   const json& data = report["settings"]["data"];
   EXPECT_EQ(data["held_out_of_eval"], 32);
