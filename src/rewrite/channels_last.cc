@@ -10,17 +10,23 @@
 //
 // How: in one sweep over the (topologically sorted) graph,
 //   - every 2-D conv with a constant weight (float FusedConv / Conv, the int8
-//     com.seqto.QLinearConv) gets channels_last = 1: it reads the NHWC twin of its
-//     input (and of FusedConv's Sum) and writes an NHWC twin of its output;
+//     com.seqto.QLinearConv, float ConvTranspose as com.seqto.ConvTranspose) gets
+//     channels_last = 1: it reads the NHWC twin of its input (and of FusedConv's
+//     Sum) and writes an NHWC twin of its output;
 //   - an elementwise op whose data inputs all have NHWC twins (the others being
 //     scalars, or per-channel constants [1, C, 1, 1], whose twin is [1, 1, 1, C])
 //     runs on the twins too, as does com.seqto.QLinearGlobalAveragePool;
 //     per-tensor QuantizeLinear and DequantizeLinear are elementwise, so the float
 //     islands of a selectively quantized model (DQ -> float conv -> Q) stay inside
 //     the region instead of cutting it with Transposes;
+//   - an inference BatchNormalization of a twin becomes a per-channel Mul and Add;
 //   - pooling (MaxPool, AveragePool, their global forms) on a twin becomes the
 //     com.seqto op with channels_last = 1, and a Concat of twins along channels
 //     concatenates the twins along their last axis (fire modules, inception blocks);
+//   - a Resize of a twin with constant scales or sizes that keep the channels is the
+//     same Resize of the twin with them permuted (FPN upsamplings; fuse-qdq runs a
+//     nearest one between a DequantizeLinear and a QuantizeLinear of the same
+//     parameters on the 8-bit data, which stays in the region as well);
 //   - a twin that does not exist yet is made by a Transpose to NHWC (once per value),
 //     or, for the output of a per-tensor 8-bit QuantizeLinear of a float32 value (an
 //     int8 model's input), by com.seqto.QuantizeLinear with to_channels_last = 1,
@@ -35,6 +41,7 @@
 // input and before the classifier). A value in keep_values gets no twin: a hook may
 // override it, and its readers must see the override.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -63,6 +70,14 @@ bool IsConvertibleConv(const ir::Graph& g, const ir::Node& n) {
   // Float convs run on oneDNN's float kernels, int8 ones on its int8 kernels.
   if (w_index == 1) return w->second.dtype() == DType::kFloat32;
   return w->second.dtype() == DType::kInt8 || w->second.dtype() == DType::kUInt8;
+}
+
+// A 2-D ConvTranspose with a constant float weight of rank 4 (com.seqto.ConvTranspose
+// has the channels_last form).
+bool IsConvertibleConvTranspose(const ir::Graph& g, const ir::Node& n) {
+  if (!n.domain.empty() || n.op_type != "ConvTranspose" || n.outputs.size() != 1 || n.inputs.size() < 2) return false;
+  auto w = g.initializers.find(n.inputs[1]);
+  return w != g.initializers.end() && w->second.rank() == 4 && w->second.dtype() == DType::kFloat32;
 }
 
 // Ops that compute the same in any layout when every input is either in that
@@ -124,7 +139,8 @@ class ChannelsLastPass {
   GraphPatch Run() {
     std::vector<ir::Node> converted;
     for (const ir::Node& n : g_.nodes) {
-      if (IsConvertibleConv(g_, n) && RankMayBe4(n.inputs[0]) && SumFits(n) && Gains(n)) {
+      if ((IsConvertibleConv(g_, n) || IsConvertibleConvTranspose(g_, n)) && RankMayBe4(n.inputs[0]) && SumFits(n) &&
+          Gains(n)) {
         converted.push_back(ConvertConv(n));
       } else if (auto node = TryConvertElementwise(n)) {
         converted.push_back(std::move(*node));
@@ -132,6 +148,10 @@ class ChannelsLastPass {
         converted.push_back(std::move(*pool));
       } else if (auto concat = TryConvertConcat(n)) {
         converted.push_back(std::move(*concat));
+      } else if (auto resize = TryConvertResize(n)) {
+        converted.push_back(std::move(*resize));
+      } else if (auto bn = TryConvertBatchNorm(n)) {
+        converted.push_back(std::move(*bn));
       }
     }
     GraphPatch patch;
@@ -148,6 +168,7 @@ class ChannelsLastPass {
     for (const auto& n : to_nhwc_) read.insert(n.inputs[0]);
     for (auto& n : converted) patch.ReplaceNode(std::move(n));
     for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
+    for (auto& n : added_) patch.AddNode(std::move(n));
     for (auto& [name, t] : constant_twins_) patch.SetInitializer(name, std::move(t));
     RemoveBypassedProducers(converted_names, converted, patch);
     for (const auto& [original, twin] : produced_) {
@@ -265,6 +286,121 @@ class ChannelsLastPass {
     n.attributes["axis"].i = 3;
     RedirectOutput(n);
     return n;
+  }
+
+  // A Resize of a twin (opset 11+ form, 4-D constant scales or sizes that keep the
+  // channels, no roi, no axes): the same Resize of the twin with the scales or sizes
+  // permuted to NHWC. Every mode resizes each axis on its own, and an axis of scale 1
+  // maps each output index to itself, so the twin's output is the output's twin
+  // (the FPN upsamplings of detectors such as PP-OCR, float or on 8-bit data).
+  std::optional<ir::Node> TryConvertResize(const ir::Node& node) {
+    if (!node.domain.empty() || node.op_type != "Resize" || node.outputs.size() != 1 || node.inputs.size() < 3 ||
+        node.inputs.size() > 4)
+      return std::nullopt;
+    if (!twins_.count(node.inputs[0]) || node.has_attr("axes") || node.has_attr("keep_aspect_ratio_policy"))
+      return std::nullopt;
+    auto coord = node.attr_string("coordinate_transformation_mode", "half_pixel");
+    if (!coord || *coord == "tf_crop_and_resize") return std::nullopt;
+    ir::Node n = node;
+    int given = 0;
+    for (size_t i = 2; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) continue;
+      auto it = g_.initializers.find(n.inputs[i]);
+      if (it == g_.initializers.end()) return std::nullopt;
+      const Tensor& t = it->second;
+      if (t.numel() == 0) continue;  // an empty scales next to sizes
+      if (t.rank() != 1 || t.numel() != 4) return std::nullopt;
+      const bool scales = i == 2;
+      if (scales && t.dtype() != DType::kFloat32) return std::nullopt;
+      if (!scales && t.dtype() != DType::kInt64) return std::nullopt;
+      Tensor twin = t.Clone();  // tensors share storage: the original stays as it is
+      if (scales) {
+        if (t.data<float>()[1] != 1.f) return std::nullopt;
+        const float* v = t.data<float>();
+        float* o = twin.data<float>();
+        for (int k = 0; k < 4; ++k) o[k] = v[kToNhwc[k]];
+      } else {
+        const int64_t* v = t.data<int64_t>();
+        int64_t* o = twin.data<int64_t>();
+        for (int k = 0; k < 4; ++k) o[k] = v[kToNhwc[k]];
+      }
+      n.inputs[i] = FreshValue(n.inputs[i] + "/nhwc");
+      constant_twins_[n.inputs[i]] = std::move(twin);
+      ++given;
+    }
+    if (given != 1) return std::nullopt;  // the kernel reports it
+    // sizes must keep the channels: the graph's shapes say how many there are.
+    if (n.inputs.size() == 4 && !n.inputs[3].empty() && g_.initializers.at(node.inputs[3]).numel() == 4) {
+      const int64_t c = g_.initializers.at(node.inputs[3]).data<int64_t>()[1];
+      if (!ChannelsAre(node.inputs[0], c)) return std::nullopt;
+    }
+    n.inputs[0] = twins_.at(node.inputs[0]);
+    RedirectOutput(n);
+    return n;
+  }
+
+  // An inference BatchNormalization of a twin (constant float parameters, C > 1):
+  //   y = (x - mean) * scale / sqrt(var + eps) + B = x * s + t
+  // as a Mul and an Add of the twin by [1, 1, 1, C] constants (s and t formed in
+  // double, rounded once: the result differs from the op by float rounding). The
+  // BatchNormalization that a PP-OCR detector head has between its ConvTransposes
+  // (after a bias Add, so no conv absorbs it) stays in the region.
+  // The Mul takes the node's name; the Add writes the output.
+  std::optional<ir::Node> TryConvertBatchNorm(const ir::Node& node) {
+    if (!node.domain.empty() || node.op_type != "BatchNormalization" || node.inputs.size() != 5) return std::nullopt;
+    for (size_t i = 1; i < node.outputs.size(); ++i)
+      if (!node.outputs[i].empty()) return std::nullopt;  // training-mode outputs
+    if (node.outputs.empty() || !twins_.count(node.inputs[0])) return std::nullopt;
+    auto training = node.attr_int("training_mode", 0);
+    auto eps = node.attr_float("epsilon", 1e-5f);
+    if (!training || *training != 0 || !eps) return std::nullopt;
+    std::vector<const Tensor*> p;
+    for (size_t i = 1; i < 5; ++i) {
+      auto it = g_.initializers.find(node.inputs[i]);
+      if (it == g_.initializers.end() || it->second.dtype() != DType::kFloat32 || it->second.rank() != 1)
+        return std::nullopt;
+      p.push_back(&it->second);
+    }
+    const int64_t c = p[0]->numel();
+    if (c < 2) return std::nullopt;
+    for (const Tensor* t : p)
+      if (t->numel() != c) return std::nullopt;
+    if (KnownRank(node.inputs[0]) != std::optional<size_t>(4)) return std::nullopt;
+    Tensor scale(DType::kFloat32, {1, 1, 1, c}), shift(DType::kFloat32, {1, 1, 1, c});
+    for (int64_t k = 0; k < c; ++k) {
+      const double sk = static_cast<double>(p[0]->data<float>()[k]) /
+                        std::sqrt(static_cast<double>(p[3]->data<float>()[k]) + static_cast<double>(*eps));
+      scale.data<float>()[k] = static_cast<float>(sk);
+      shift.data<float>()[k] =
+          static_cast<float>(static_cast<double>(p[1]->data<float>()[k]) - p[2]->data<float>()[k] * sk);
+    }
+    const std::string s_name = FreshValue(node.name + "/scale/nhwc"), t_name = FreshValue(node.name + "/shift/nhwc");
+    constant_twins_[s_name] = std::move(scale);
+    constant_twins_[t_name] = std::move(shift);
+    ir::Node mul;
+    mul.name = node.name;
+    mul.op_type = "Mul";
+    mul.inputs = {twins_.at(node.inputs[0]), s_name};
+    mul.outputs = {FreshValue(node.outputs[0] + "/scaled/nhwc")};
+    ir::Node add;
+    add.name = FreshNode(node.name + "/shift");
+    add.op_type = "Add";
+    add.inputs = {mul.outputs[0], t_name};
+    add.outputs = {node.outputs[0]};
+    RedirectOutput(add);
+    added_.push_back(std::move(add));
+    return mul;
+  }
+
+  // True when the graph declares `value` with `c` channels (dim 1).
+  bool ChannelsAre(const std::string& value, int64_t c) const {
+    for (const auto* infos : {&g_.inputs, &g_.value_infos})
+      for (const auto& info : *infos)
+        if (info.name == value && info.shape && info.shape->size() == 4) {
+          const ir::Dim& d = (*info.shape)[1];
+          return d.known() && d.value == c;
+        }
+    return false;
   }
 
   // Producers whose twin is written by a rewritten copy go when nothing reads their
@@ -440,6 +576,7 @@ class ChannelsLastPass {
   std::map<std::string, const ir::Node*> producers_;           // value -> the node writing it
   std::map<std::string, Tensor> constant_twins_;               // NHWC twins of per-channel constants
   std::vector<const ir::Node*> bypassed_producers_;            // Q/DQ whose twin a rewritten copy writes
+  std::vector<ir::Node> added_;                                // second nodes of a conversion (BatchNorm's Add)
 };
 
 }  // namespace

@@ -11,7 +11,7 @@
 //   DQ(a), DQ(b) -> Mul -> [Relu | Clip] -> Q             => com.seqto.QLinearMul
 //   DQ(x) -> GlobalAveragePool -> Q                       => com.seqto.QLinearGlobalAveragePool
 //   DQ(x) -> Relu | Clip | LeakyRelu -> Q                 => com.seqto.QLookup (256 entries)
-//   DQ(x...) -> Reshape, Transpose, MaxPool, Concat, ... -> Q with the same (scale,
+//   DQ(x...) -> Reshape, Transpose, MaxPool, Concat, nearest Resize, ... -> Q with the same (scale,
 //        zero point) => the op itself on the integer tensor (exact: DQ/Q are a
 //        bijection on the integers and the op only moves or compares values)
 //   DQ(x1), DQ(x2), ... -> Concat -> Q with other parameters per input
@@ -702,11 +702,24 @@ class QdqFuser {
     return true;
   }
 
+  // Resize in nearest mode picks input elements (opset 11+ form: roi, scales, sizes
+  // are constants or absent, the mode is not tf_crop_and_resize, whose extrapolation
+  // value is a real number): the PP-OCR detector's FPN upsamplings.
+  bool IsNearestResize(const ir::Node& n) const {
+    if (n.op_type != "Resize" || !n.domain.empty() || n.inputs.size() < 3) return false;
+    auto mode = n.attr_string("mode", "nearest");
+    auto coord = n.attr_string("coordinate_transformation_mode", "half_pixel");
+    if (!mode || *mode != "nearest" || !coord || *coord == "tf_crop_and_resize") return false;
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty() && !g_.initializers.count(n.inputs[i])) return false;
+    return true;
+  }
+
   void TryPassThrough(const ir::Node& n) {
     static const std::set<std::string> kOps = {"Reshape",  "Flatten", "Squeeze",      "Unsqueeze",    "Transpose",
                                                "Identity", "MaxPool", "DepthToSpace", "SpaceToDepth", "Slice",
                                                "Gather",   "Expand",  "Tile",         "Concat"};
-    if (!kOps.count(n.op_type) || n.inputs.empty()) return;
+    if ((!kOps.count(n.op_type) && !IsNearestResize(n)) || n.inputs.empty()) return;
     // MaxPool's optional Indices output would have no integer counterpart to check.
     if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return;
     if (n.outputs.size() != 1 && n.op_type != "MaxPool") return;

@@ -12,6 +12,7 @@
 
 #include "core/parallel.h"
 #include "ops/registry.h"
+#include "ops/util.h"
 #include "support/test_models.h"
 
 namespace seqto {
@@ -169,11 +170,17 @@ class ConvTransposeTester : public WindowTester<ConvTransposeTester> {
   ConvTransposeTester& bias(bool b) { return set(bias_, b); }
   ConvTransposeTester& output_padding(std::vector<int64_t> p) { return set(output_padding_, std::move(p)); }
   ConvTransposeTester& output_shape(std::vector<int64_t> s) { return set(output_shape_, std::move(s)); }
+  // com.seqto.ConvTranspose with channels_last = 1: X (and Y) N x spatial x C.
+  ConvTransposeTester& channels_last(bool c) { return set(channels_last_, c); }
 
   void Test() const {
     ir::Node node;
     node.name = "convt";
     node.op_type = "ConvTranspose";
+    if (channels_last_) {
+      node.domain = "com.seqto";
+      node.attributes["channels_last"] = Int(1);
+    }
     node.inputs = {"x", "w"};
     if (bias_) node.inputs.push_back("b");
     node.outputs = {"y"};
@@ -183,20 +190,22 @@ class ConvTransposeTester : public WindowTester<ConvTransposeTester> {
     if (!output_shape_.empty()) node.attributes["output_shape"] = Ints(output_shape_);
     Shape x{batch_, cin_ * groups_};
     x.insert(x.end(), input_size_.begin(), input_size_.end());
+    if (channels_last_) x = ops::ChannelsLastShape(x);
     Shape w{cin_ * groups_, cout_};
     w.insert(w.end(), kernel_.begin(), kernel_.end());
     std::vector<Tensor> inputs{Random(x, 4), Random(w, 5)};
     if (bias_) inputs.push_back(Random({cout_ * groups_}, 6));
     const std::string what = "ConvTranspose " + Describe() + " cin/g=" + std::to_string(cin_) +
                              " cout/g=" + std::to_string(cout_) + " g=" + std::to_string(groups_) +
-                             " out_pad=" + Join(output_padding_) + " out_shape=" + Join(output_shape_);
+                             " out_pad=" + Join(output_padding_) + " out_shape=" + Join(output_shape_) +
+                             (channels_last_ ? " channels_last" : "");
     ExpectFastMatchesReference(node, inputs, {false, true, true}, what + " (constant W)");
     ExpectFastMatchesReference(node, inputs, {false, false, false}, what + " (W as input)");
   }
 
  private:
   int64_t cin_ = 3, cout_ = 5, groups_ = 1;
-  bool bias_ = true;
+  bool bias_ = true, channels_last_ = false;
   std::vector<int64_t> output_padding_, output_shape_;
 };
 
@@ -429,6 +438,55 @@ TEST_F(NnTest, ConvWideChannels) {  // blocked-layout paths (multiples of 16 and
       .kernel({3, 3})
       .strides({2, 2})
       .pads({1, 1, 1, 1})
+      .Test();
+}
+
+// Kernel == stride, no padding (the upsampling of detection heads): the matmul and
+// block copy path, channels-first and channels-last, against the reference, with the
+// one-channel output of a text detector and batches; and the oneDNN deconvolution on
+// channels-last tensors where the blocks overlap.
+TEST_F(NnTest, ConvTransposeSeparateBlocksAndChannelsLast) {
+  for (bool last : {false, true})
+    for (int64_t m : {1, 3, 24})
+      for (bool bias : {false, true}) {
+        ConvTransposeTester()
+            .channels_last(last)
+            .batch(2)
+            .input_channels(24)
+            .output_channels(m)
+            .input_size({5, 7})
+            .kernel({2, 2})
+            .strides({2, 2})
+            .bias(bias)
+            .Test();
+      }
+  ConvTransposeTester()
+      .channels_last(true)
+      .input_channels(5)
+      .output_channels(3)
+      .input_size({4, 3})
+      .kernel({3, 2})
+      .strides({3, 2})
+      .Test();
+  ConvTransposeTester()
+      .channels_last(true)
+      .batch(2)
+      .input_channels(8)
+      .output_channels(16)
+      .input_size({5, 6})
+      .kernel({3, 3})
+      .strides({2, 2})
+      .pads({1, 1, 1, 1})
+      .output_padding({1, 1})
+      .Test();
+  ConvTransposeTester()
+      .channels_last(true)
+      .groups(2)
+      .input_channels(3)
+      .output_channels(2)
+      .input_size({4, 5})
+      .kernel({2, 2})
+      .strides({2, 2})
       .Test();
 }
 

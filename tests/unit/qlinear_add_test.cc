@@ -54,6 +54,13 @@ TEST(QLinearAdd, EveryBroadcastFormEqualsTheUnfusedGraph) {
       {{2, 1, 8}, {3, 1}},     // both broadcast
       {{8}, {2, 5, 8}},        // A the smaller one
       {{3, 200}, {200}},       // rows long enough to split across threads
+      // Channels-last per-channel operands and scalars (tiled into blocks of whole
+      // periods; 60000 elements: several blocks, the last one partial).
+      {{2, 6, 7, 24}, {1, 1, 1, 24}},
+      {{1, 1, 1, 24}, {2, 6, 7, 24}},
+      {{1, 50, 50, 24}, {1, 1, 1, 24}},
+      {{1, 9, 9, 1}, {1, 1, 1, 1}},
+      {{3, 7, 5}, {7, 5}},  // a period (35) that does not divide the block
   };
   for (const auto& [a_shape, b_shape] : cases) {
     SCOPED_TRACE(ShapeToString(a_shape) + " + " + ShapeToString(b_shape));

@@ -8,6 +8,16 @@
 // SAME_LOWER and NOTSET at the beginning. (ONNX Runtime splits the other way.)
 // Reference: scatter loops into a double accumulator (float32, float64).
 // Fast (float32): a oneDNN deconvolution per input shape, constant W prepacked once.
+// A 2-D ConvTranspose whose kernel equals its stride (no padding, dilation or groups:
+// the 2x2 stride-2 upsamplings of segmentation and text-detection heads) writes one
+// separate kh x kw block of Y per input pixel, so it runs as one matmul
+// [pixels x C] x [C x kh*kw*M] and a copy of each block into place: oneDNN's
+// deconvolution would pad M to 16 channels in its blocked layout (16 times the work
+// for the one-channel output of a text detector) and reorder around it.
+//
+// Also registers com.seqto.ConvTranspose, ConvTranspose with channels_last (0 or 1):
+// X and Y are N x D1..Dk x C (the layout pass, rewrite/channels_last.cc, sets it so
+// that the upsampling stays inside a channels-last conv region); W stays as it is.
 #include <algorithm>
 #include <unordered_map>
 
@@ -26,6 +36,7 @@ struct ConvTransposeAttrs {
   du::WindowAttrs window;
   int64_t group = 1;
   std::vector<int64_t> output_padding, output_shape;
+  bool channels_last = false;
 };
 
 struct ConvTransposeGeometry {
@@ -149,6 +160,72 @@ struct ConvTransposePlan {
   bool has_bias;
 };
 
+// True when every input pixel writes its own block of Y (see the top): 2-D, one
+// group, kernel == stride, no dilation, no padding, Y exactly in * stride.
+bool WritesSeparateBlocks(const ConvTransposeGeometry& g) {
+  if (g.dims.size() != 2 || g.group != 1) return false;
+  for (const auto& d : g.dims)
+    if (d.kernel != d.stride || d.dilation != 1 || d.pad_begin != 0 || d.pad_end != 0 || d.out != d.in * d.stride)
+      return false;
+  return true;
+}
+
+// The matmul of WritesSeparateBlocks: T[n, pixel, (a * kw + b) * M + m] =
+// sum_c X[n, c, pixel] * W[c, m, a, b], then Y's block (a, b) of each pixel.
+struct BlockPlan {
+  std::shared_ptr<du::MatmulPlan> matmul;
+  int64_t batch, c, m, h, w, kh, kw;
+};
+
+// W [C, M, kh, kw] as the matmul's [C, kh * kw * M].
+Tensor BlockWeights(const Tensor& w) {
+  const int64_t c = w.dim(0), m = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+  Tensor out(DType::kFloat32, {c, kh * kw * m});
+  const float* src = w.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t ci = 0; ci < c; ++ci)
+    for (int64_t mi = 0; mi < m; ++mi)
+      for (int64_t k = 0; k < kh * kw; ++k) dst[(ci * kh * kw + k) * m + mi] = src[(ci * m + mi) * kh * kw + k];
+  return out;
+}
+
+// Copies each pixel's blocks from T into Y (channels-last or channels-first), adding
+// the bias.
+void ScatterBlocks(const BlockPlan& p, const float* t, const float* bias, float* y, bool channels_last) {
+  const int64_t k_cols = p.kh * p.kw * p.m, oh = p.h * p.kh, ow = p.w * p.kw;
+  auto bias_of = [&](int64_t m) { return bias ? bias[m] : 0.f; };
+  if (channels_last) {
+    // Block row a of pixel (i, j) is kw * M contiguous values of Y's row i * kh + a.
+    const int64_t run = p.kw * p.m;
+    ParallelFor(p.batch * p.h, p.w * k_cols, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const float* src_row = t + row * p.w * k_cols;
+        for (int64_t a = 0; a < p.kh; ++a) {
+          float* dst = y + ((row / p.h * oh) + (row % p.h) * p.kh + a) * ow * p.m;
+          for (int64_t j = 0; j < p.w; ++j) {
+            const float* src = src_row + j * k_cols + a * run;
+            float* d = dst + j * run;
+            for (int64_t e = 0; e < run; ++e) d[e] = src[e] + bias_of(e % p.m);
+          }
+        }
+      }
+    });
+    return;
+  }
+  ParallelFor(p.batch * p.m * p.h, p.w * p.kh * p.kw, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t i = item % p.h, m = item / p.h % p.m, n = item / (p.h * p.m);
+      const float* src_row = t + (n * p.h + i) * p.w * k_cols;
+      const float bm = bias_of(m);
+      for (int64_t a = 0; a < p.kh; ++a) {
+        float* dst = y + ((n * p.m + m) * oh + i * p.kh + a) * ow;
+        for (int64_t j = 0; j < p.w; ++j)
+          for (int64_t b = 0; b < p.kw; ++b) dst[j * p.kw + b] = src_row[j * k_cols + (a * p.kw + b) * p.m + m] + bm;
+      }
+    }
+  });
+}
+
 class ConvTransposeKernel final : public Kernel {
  public:
   ConvTransposeKernel(ConvTransposeAttrs attrs, bool reference_only)
@@ -163,6 +240,7 @@ class ConvTransposeKernel final : public Kernel {
       return InputError(1, "W has shape " + ShapeToString(w->shape()) + ", expected dim 0 divisible by group " +
                                std::to_string(attrs_.group));
     if (reference_only_ || w->dtype() != DType::kFloat32) return Status::Ok();
+    if (w->rank() == 4 && attrs_.group == 1) block_w_ = BlockWeights(*w);
     Shape x{1, w->dim(0)};
     for (int64_t i = 2; i < w->rank(); ++i) x.push_back(28);
     auto g = ResolveConvTranspose(attrs_, x, w->shape());
@@ -179,29 +257,78 @@ class ConvTransposeKernel final : public Kernel {
       return DTypeError(0, x.dtype(), "float32, float64");
     if (w.dtype() != x.dtype())
       return InputError(1, "W has type " + DTypeName(w.dtype()) + ", expected X's type " + DTypeName(x.dtype()));
-    SEQTO_ASSIGN_OR_RETURN(ConvTransposeGeometry g, ResolveConvTranspose(attrs_, x.shape(), w.shape()));
+    if (attrs_.channels_last && x.rank() != w.rank())
+      return InputError(0, "X has shape " + ShapeToString(x.shape()) + ", expected rank " + std::to_string(w.rank()) +
+                               " (N x spatial x C: channels_last)");
+    // Geometry is always worked out on the N x C x spatial view.
+    const Shape x_shape = attrs_.channels_last ? ChannelsFirstShape(x.shape()) : x.shape();
+    SEQTO_ASSIGN_OR_RETURN(ConvTransposeGeometry g, ResolveConvTranspose(attrs_, x_shape, w.shape()));
     if (b) {
       if (b->dtype() != x.dtype()) return InputError(2, "B has type " + DTypeName(b->dtype()) + ", expected X's type");
       if (b->rank() != 1 || b->dim(0) != g.out_channels)
         return InputError(2, "B has shape " + ShapeToString(b->shape()) + ", expected " +
                                  std::to_string(g.out_channels) + " (the output channels)");
     }
-    Tensor& y = ctx.Allocate(0, x.dtype(), g.y_shape);
+    Tensor& y = ctx.Allocate(0, x.dtype(), attrs_.channels_last ? ChannelsLastShape(g.y_shape) : g.y_shape);
     if (y.numel() == 0) return Status::Ok();
-    if (x.dtype() == DType::kFloat64) {
-      ConvTransposeReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, y.data<double>());
-      return Status::Ok();
-    }
-    if (!reference_only_ && g.in_channels > 0) {
-      auto plan = plans_.Get(du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr}),
-                             [&] { return MakePlan(g, x.shape(), w.shape(), b != nullptr); });
+    if (!reference_only_ && g.in_channels > 0 && x.dtype() == DType::kFloat32) {
+      const du::CacheKey key = du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr});
+      if (block_w_.defined() && WritesSeparateBlocks(g)) {
+        auto plan = block_plans_.Get(key, [&] { return MakeBlockPlan(g); });
+        if (plan) return RunBlocks(*plan, x, b, y);
+      }
+      auto plan = plans_.Get(key, [&] { return MakePlan(g, x_shape, w.shape(), b != nullptr); });
       if (plan) return Execute(*plan, x, w, b, y);
     }
-    ConvTransposeReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+    if (attrs_.channels_last) {  // the reference on channels-first copies
+      const Tensor xc = ToChannelsFirst(x);
+      Tensor yc(y.dtype(), g.y_shape);
+      Reference(g, xc, w, b, yc);
+      CopyToChannelsLast(yc, y);
+      return Status::Ok();
+    }
+    Reference(g, x, w, b, y);
     return Status::Ok();
   }
 
  private:
+  static void Reference(const ConvTransposeGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) {
+    if (x.dtype() == DType::kFloat64)
+      ConvTransposeReference(g, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr, y.data<double>());
+    else
+      ConvTransposeReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+  }
+
+  std::shared_ptr<BlockPlan> MakeBlockPlan(const ConvTransposeGeometry& g) {
+    auto p = std::make_shared<BlockPlan>();
+    p->batch = g.batch;
+    p->c = g.in_channels;
+    p->m = g.out_channels;
+    p->h = g.dims[0].in;
+    p->w = g.dims[1].in;
+    p->kh = g.dims[0].kernel;
+    p->kw = g.dims[1].kernel;
+    const int64_t pixels = p->h * p->w, k_cols = p->kh * p->kw * p->m;
+    du::MatmulSpec spec;
+    // X as [N, pixels, C]: a strided view of either layout.
+    spec.src = attrs_.channels_last ? du::StridedDesc({p->batch, pixels, p->c}, {pixels * p->c, p->c, 1})
+                                    : du::StridedDesc({p->batch, pixels, p->c}, {pixels * p->c, 1, pixels});
+    spec.weights = du::PlainDesc({1, p->c, k_cols});
+    spec.dst = du::PlainDesc({p->batch, pixels, k_cols});
+    p->matmul = du::MakeMatmul(spec, block_w_.raw(), &packed_block_w_);
+    if (!p->matmul) return nullptr;
+    return p;
+  }
+
+  Status RunBlocks(const BlockPlan& p, const Tensor& x, const Tensor* b, Tensor& y) {
+    const size_t bytes = static_cast<size_t>(p.batch * p.h * p.w * p.kh * p.kw * p.m) * sizeof(float);
+    // Slot 3: the matmul itself uses slot 4 (its scratchpad) only.
+    float* t = static_cast<float*>(du::Scratch(3, bytes));
+    SEQTO_RETURN_IF_ERROR(du::RunMatmul(*p.matmul, x.raw(), nullptr, nullptr, t));
+    ScatterBlocks(p, t, b ? b->data<float>() : nullptr, y.data<float>(), attrs_.channels_last);
+    return Status::Ok();
+  }
+
   std::shared_ptr<ConvTransposePlan> MakePlan(const ConvTransposeGeometry& g, const Shape& x, const Shape& w,
                                               bool with_bias) {
     try {
@@ -220,7 +347,9 @@ class ConvTransposeKernel final : public Kernel {
       wei_dims.insert(wei_dims.end(), kernel.begin(), kernel.end());
       wei_strides.insert(wei_strides.end(), k_strides.begin(), k_strides.end());
       const du::DnnlWindow win = du::ToDnnlWindow(g.dims);
-      const du::ConvIo io{du::PlainDesc(x), du::StridedDesc(wei_dims, wei_strides), du::PlainDesc(g.y_shape)};
+      const du::Layout own = attrs_.channels_last ? du::Layout::kNhwc : du::Layout::kPlain;
+      const du::ConvIo io{du::ActivationDesc(x, own), du::StridedDesc(wei_dims, wei_strides),
+                          du::ActivationDesc(g.y_shape, own)};
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
       std::vector<du::ConvArg> bias_args;
       if (with_bias) bias_args.push_back({DNNL_ARG_BIAS, bias_md});
@@ -238,7 +367,7 @@ class ConvTransposeKernel final : public Kernel {
       };
       // A slow generic kernel is acceptable only as the last resort.
       dnnl::deconvolution_forward::primitive_desc pd;
-      if (!du::PickConvPd(pd, du::ConvLayouts(false, g.in_channels, g.out_channels), make_pd,
+      if (!du::PickConvPd(pd, du::ConvLayouts(false, g.in_channels, g.out_channels, attrs_.channels_last), make_pd,
                           [](du::Layout) { return false; }))
         return nullptr;
       return std::make_shared<ConvTransposePlan>(ConvTransposePlan{
@@ -261,28 +390,38 @@ class ConvTransposeKernel final : public Kernel {
   Tensor const_w_;   // constant W (undefined when W is not constant)
   memory packed_w_;  // const_w_ as the latest plan wants it (packed at creation)
   du::ShapeCache<ConvTransposePlan> plans_;
+  Tensor block_w_;         // constant float W as BlockWeights (2-D, one group), else undefined
+  memory packed_block_w_;  // block_w_ as the block plans' matmul wants it
+  du::ShapeCache<BlockPlan> block_plans_;
 };
 
 }  // namespace
 
+static Expected<std::unique_ptr<Kernel>> CreateConvTranspose(const KernelInit& init, bool internal) {
+  ConvTransposeAttrs a;
+  if (internal) {
+    SEQTO_ASSIGN_OR_RETURN(const int64_t channels_last, init.node.attr_int("channels_last", 0));
+    if (channels_last != 0 && channels_last != 1)
+      return UserError("attribute 'channels_last' is " + std::to_string(channels_last) + ", expected 0 or 1");
+    a.channels_last = channels_last == 1;
+  }
+  SEQTO_ASSIGN_OR_RETURN(a.window, du::ParseWindowAttrs(init.node, false));
+  SEQTO_ASSIGN_OR_RETURN(a.group, init.node.attr_int("group", 1));
+  if (a.group < 1) return UserError("attribute 'group' is " + std::to_string(a.group) + ", expected >= 1");
+  SEQTO_ASSIGN_OR_RETURN(a.output_padding, init.node.attr_ints("output_padding"));
+  SEQTO_ASSIGN_OR_RETURN(a.output_shape, init.node.attr_ints("output_shape"));
+  for (int64_t v : a.output_padding)
+    if (v < 0) return UserError("attribute 'output_padding' must not be negative");
+  for (int64_t v : a.output_shape)
+    if (v <= 0) return UserError("attribute 'output_shape' must have positive values");
+  auto kernel = std::make_unique<ConvTransposeKernel>(std::move(a), init.reference_only);
+  SEQTO_RETURN_IF_ERROR(kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
 void RegisterConvTranspose(OpRegistry& r) {
-  r.Register({"ConvTranspose", "", 1, [](const KernelInit& init) -> Expected<std::unique_ptr<Kernel>> {
-                ConvTransposeAttrs a;
-                SEQTO_ASSIGN_OR_RETURN(a.window, du::ParseWindowAttrs(init.node, false));
-                SEQTO_ASSIGN_OR_RETURN(a.group, init.node.attr_int("group", 1));
-                if (a.group < 1)
-                  return UserError("attribute 'group' is " + std::to_string(a.group) + ", expected >= 1");
-                SEQTO_ASSIGN_OR_RETURN(a.output_padding, init.node.attr_ints("output_padding"));
-                SEQTO_ASSIGN_OR_RETURN(a.output_shape, init.node.attr_ints("output_shape"));
-                for (int64_t v : a.output_padding)
-                  if (v < 0) return UserError("attribute 'output_padding' must not be negative");
-                for (int64_t v : a.output_shape)
-                  if (v <= 0) return UserError("attribute 'output_shape' must have positive values");
-                auto kernel = std::make_unique<ConvTransposeKernel>(std::move(a), init.reference_only);
-                SEQTO_RETURN_IF_ERROR(
-                    kernel->Prepare(init.constant(1), init.node.inputs.size() > 2 && !init.node.inputs[2].empty()));
-                return std::unique_ptr<Kernel>(std::move(kernel));
-              }});
+  r.Register({"ConvTranspose", "", 1, [](const KernelInit& init) { return CreateConvTranspose(init, false); }});
+  r.Register({"ConvTranspose", "com.seqto", 1, [](const KernelInit& init) { return CreateConvTranspose(init, true); }});
 }
 
 }  // namespace seqto::ops

@@ -12,6 +12,10 @@
 // and QuantizeLinear kernels (product, sum, quotient, round half to even), so the
 // result equals the unfused graph's bit for bit; what it saves is two float tensors
 // written and read back. (Build without FMA contraction, as the rest of ops/quant.)
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
 #include "ops/quant/fused_util.h"
 #include "ops/registry.h"
 #include "ops/util.h"
@@ -74,6 +78,58 @@ void AddAnyRow(const A* pa, int64_t as, const B* pb, int64_t bs, Y* py, int64_t 
     AddRow<kAny, kAny>(pa, as, pb, bs, py, n, p);
 }
 
+// How many elements of Y's flat index an operand takes to repeat itself: its
+// strides are contiguous on Y's inner dims and 0 on the outer ones (a scalar: 1; a
+// per-channel constant [1, 1, 1, C] of a channels-last tensor: C; an operand of Y's
+// shape: Y's size). 0 when it does not repeat.
+int64_t RepeatPeriod(const Shape& out, const std::vector<int64_t>& strides) {
+  int64_t period = 1;
+  size_t d = out.size();
+  for (; d > 0 && (out[d - 1] == 1 || strides[d - 1] == period); --d) period *= out[d - 1];
+  for (size_t k = 0; k < d; ++k)
+    if (out[k] != 1 && strides[k] != 0) return 0;
+  return period;
+}
+
+// One operand of Y's shape, the other repeating with a shorter period: the short one
+// is tiled once into a block of whole periods, and Y is computed in rows of that
+// block instead of one row per period (C elements per pixel, channels-last). False
+// when the operands are not so.
+template <typename A, typename B, typename Y>
+bool AddRepeating(const A* pa, const B* pb, Y* py, const AddParams& p, const BroadcastPlan& plan) {
+  const int64_t n = NumElements(plan.out_shape);
+  const int64_t pa_period = RepeatPeriod(plan.out_shape, plan.a_strides);
+  const int64_t pb_period = RepeatPeriod(plan.out_shape, plan.b_strides);
+  const bool b_repeats = pa_period == n && pb_period > 0 && pb_period < n;
+  const bool a_repeats = pb_period == n && pa_period > 0 && pa_period < n;
+  if (!a_repeats && !b_repeats) return false;
+  const int64_t period = b_repeats ? pb_period : pa_period;
+  const int64_t block = period * std::max<int64_t>(1, 4096 / period);
+  auto tile = [&](const auto* src) {
+    std::vector<std::remove_cv_t<std::remove_pointer_t<decltype(src)>>> t(static_cast<size_t>(block));
+    for (int64_t i = 0; i < block; ++i) t[i] = src[i % period];
+    return t;
+  };
+  if (b_repeats) {
+    const auto tb = tile(pb);
+    ParallelFor((n + block - 1) / block, block * 4, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t off = r * block;
+        AddRow<1, 1>(pa + off, 1, tb.data(), 1, py + off, std::min(block, n - off), p);
+      }
+    });
+  } else {
+    const auto ta = tile(pa);
+    ParallelFor((n + block - 1) / block, block * 4, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t off = r * block;
+        AddRow<1, 1>(ta.data(), 1, pb + off, 1, py + off, std::min(block, n - off), p);
+      }
+    });
+  }
+  return true;
+}
+
 template <typename A, typename B, typename Y>
 void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, const BroadcastPlan& plan) {
   const A* pa = a.data<A>();
@@ -85,6 +141,7 @@ void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, 
     });
     return;
   }
+  if (AddRepeating(pa, pb, py, p, plan)) return;
   // Rows of the innermost dim, in parallel: each row's offsets from its index.
   const Shape& out = plan.out_shape;
   const int64_t rank = static_cast<int64_t>(out.size());

@@ -197,6 +197,9 @@ void PlanAxis(const ResizeAttrs& a, AxisPlan& p) {
 }
 
 // Nearest: out[o0, o1, ...] = in[index0[o0], index1[o1], ...] (elements as bytes).
+// Trailing axes that map every index to itself are copied as blocks (a channels-last
+// upsampling copies whole pixels), and an output row that reads the same input row
+// as the row before it is a copy of that output row (an upsampling repeats rows).
 template <typename U>
 void NearestKernel(const U* src, U* dst, const std::vector<AxisPlan>& plans, U extrapolation) {
   const int64_t r = static_cast<int64_t>(plans.size());
@@ -206,15 +209,27 @@ void NearestKernel(const U* src, U* dst, const std::vector<AxisPlan>& plans, U e
     out_shape[d] = plans[d].out;
   }
   const std::vector<int64_t> in_strides = ContiguousStrides(in_shape);
-  const int64_t inner = out_shape[r - 1];
-  const int64_t rows = NumElements(out_shape) / std::max<int64_t>(inner, 1);
-  if (inner == 0) return;
-  const std::vector<int64_t>& last = plans[r - 1].index;
-  ParallelFor(rows, inner, [&](int64_t begin, int64_t end) {
+  auto maps_to_itself = [](const AxisPlan& p) {
+    if (p.in != p.out) return false;
+    for (int64_t k = 0; k < p.out; ++k)
+      if (p.index[k] != k) return false;
+    return true;
+  };
+  int64_t t = r;  // axes t.. are copied as blocks of `block` elements
+  int64_t block = 1;
+  while (t > 1 && maps_to_itself(plans[t - 1])) block *= out_shape[--t];
+  const int64_t a = t - 1;  // the innermost resized axis
+  const int64_t inner = out_shape[a];
+  const int64_t rows = NumElements(out_shape) / std::max<int64_t>(inner * block, 1);
+  if (inner == 0 || block == 0) return;
+  const std::vector<int64_t>& last = plans[a].index;
+  const int64_t row_size = inner * block;
+  ParallelFor(rows, row_size, [&](int64_t begin, int64_t end) {
+    int64_t prev_off = -1;
     for (int64_t row = begin; row < end; ++row) {
       int64_t rem = row, off = 0;
       bool outside = false;
-      for (int64_t d = r - 2; d >= 0; --d) {
+      for (int64_t d = a - 1; d >= 0; --d) {
         const int64_t i = plans[d].index[rem % out_shape[d]];
         rem /= out_shape[d];
         if (i < 0)
@@ -222,13 +237,29 @@ void NearestKernel(const U* src, U* dst, const std::vector<AxisPlan>& plans, U e
         else
           off += i * in_strides[d];
       }
-      U* o = dst + row * inner;
+      U* o = dst + row * row_size;
       if (outside) {
-        std::fill(o, o + inner, extrapolation);
+        std::fill(o, o + row_size, extrapolation);
+        prev_off = -1;
         continue;
       }
+      if (off == prev_off) {  // the same input row as the row before
+        std::copy_n(o - row_size, row_size, o);
+        continue;
+      }
+      prev_off = off;
       const U* in = src + off;
-      for (int64_t k = 0; k < inner; ++k) o[k] = last[k] < 0 ? extrapolation : in[last[k]];
+      const int64_t stride = in_strides[a];
+      if (block == 1) {
+        for (int64_t k = 0; k < inner; ++k) o[k] = last[k] < 0 ? extrapolation : in[last[k] * stride];
+        continue;
+      }
+      for (int64_t k = 0; k < inner; ++k, o += block) {
+        if (last[k] < 0)
+          std::fill(o, o + block, extrapolation);
+        else
+          std::copy_n(in + last[k] * stride, block, o);
+      }
     }
   });
 }
