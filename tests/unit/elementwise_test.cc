@@ -180,6 +180,9 @@ const std::vector<ShapePair> kBroadcastCases = {
     {{2, 0}, {1, 1}},
     {{4, 3}, {4, 3}},
     {{1, 9, 1}, {9, 9}},
+    // A per-channel row of a channels-last tensor, either side (tiled into blocks).
+    {{2, 6, 7, 24}, {1, 1, 1, 24}},
+    {{1, 1, 1, 24}, {2, 6, 7, 24}},
 };
 
 TEST(ElementwiseBroadcast, BinaryOpsOfOddShapesMatchNaive) {
@@ -219,7 +222,9 @@ TEST(ElementwiseBroadcast, BinaryOpsOfOddShapesMatchNaive) {
 TEST(ElementwiseBroadcast, LargeTensorsSplitAcrossThreadsMatchNaive) {
   ThreadsGuard guard(2);
   const std::vector<ShapePair> cases = {
-      {{64, 33, 129}, {33, 1}}, {{3, 1, 70000}, {1, 5, 1}}, {{200001}, {}}, {{8, 16, 24, 24}, {1, 16, 1, 1}}};
+      {{64, 33, 129}, {33, 1}}, {{3, 1, 70000}, {1, 5, 1}}, {{200001}, {}}, {{8, 16, 24, 24}, {1, 16, 1, 1}},
+      {{1, 50, 50, 24}, {24}},  // a channels-last per-channel row: several blocks, the last one partial
+      {{7, 1000, 35}, {35}}};   // a row length that does not divide the block
   uint32_t seed = 100;
   for (const auto& [sa, sb] : cases) {
     const Tensor a = Random(sa, seed++), b = Random(sb, seed++);

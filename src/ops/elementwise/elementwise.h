@@ -12,11 +12,13 @@
 //   use the quiet std::isless family; both keep loops vectorizable.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -381,10 +383,45 @@ void BroadcastLoop<N>::Run(int64_t cost, const Row& row) const {
   });
 }
 
+// One operand a full [rows, C] matrix, the other one row of C repeated (a per-channel
+// operand of a channels-last tensor: a bias, a BatchNormalization's scale, a
+// squeeze-excitation gate): the row is tiled once into a block of whole rows, so the
+// loop runs over long rows rather than one short row per pixel. False (nothing done)
+// for other loops.
+template <typename A, typename B, typename O, typename Op>
+bool RepeatedRowLoop(const BroadcastLoop<2>& loop, const A* pa, const B* pb, O* po, int64_t cost, const Op& op) {
+  if (loop.dims.size() != 2 || loop.dims[1] >= 1024) return false;  // long rows loop well as they are
+  const int64_t rows = loop.dims[0], c = loop.dims[1];
+  auto full = [&](const std::vector<int64_t>& st) { return st[0] == c && st[1] == 1; };
+  auto row = [&](const std::vector<int64_t>& st) { return st[0] == 0 && st[1] == 1; };
+  const bool a_row = row(loop.strides[0]) && full(loop.strides[1]);
+  const bool b_row = full(loop.strides[0]) && row(loop.strides[1]);
+  if (!a_row && !b_row) return false;
+  const int64_t block = c * std::max<int64_t>(1, 4096 / c), n = rows * c;
+  std::unique_ptr<A[]> ta(a_row ? new A[static_cast<size_t>(block)] : nullptr);
+  std::unique_ptr<B[]> tb(b_row ? new B[static_cast<size_t>(block)] : nullptr);
+  for (int64_t i = 0; i < block; ++i) {
+    if (a_row) ta[i] = pa[i % c];
+    if (b_row) tb[i] = pb[i % c];
+  }
+  ParallelFor((n + block - 1) / block, cost * block, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t off = r * block, len = std::min(block, n - off);
+      const A* x = a_row ? ta.get() : pa + off;
+      const B* y = b_row ? tb.get() : pb + off;
+      O* z = po + off;
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) z[i] = op(x[i], y[i]);
+    }
+  });
+  return true;
+}
+
 // out = op(a, b) elementwise over a broadcast loop made for (a's shape, b's shape).
 // out may be a when a has the output's shape (in-place accumulation).
 template <typename A, typename B, typename O, typename Op>
 void BinaryLoop(const BroadcastLoop<2>& loop, const A* pa, const B* pb, O* po, int64_t cost, const Op& op) {
+  if (RepeatedRowLoop(loop, pa, pb, po, cost, op)) return;
   loop.Run(cost, [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& step, int64_t n) {
     const A* x = pa + off[0];
     const B* y = pb + off[1];

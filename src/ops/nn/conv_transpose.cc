@@ -10,10 +10,11 @@
 // Fast (float32): a oneDNN deconvolution per input shape, constant W prepacked once.
 // A 2-D ConvTranspose whose kernel equals its stride (no padding, dilation or groups:
 // the 2x2 stride-2 upsamplings of segmentation and text-detection heads) writes one
-// separate kh x kw block of Y per input pixel, so it runs as one matmul
-// [pixels x C] x [C x kh*kw*M] and a copy of each block into place: oneDNN's
-// deconvolution would pad M to 16 channels in its blocked layout (16 times the work
-// for the one-channel output of a text detector) and reorder around it.
+// separate kh x kw block of Y per input pixel, so on channels-last data (or with one
+// output channel) it runs as one batched oneDNN matmul writing Y in place (BlockPlan):
+// oneDNN's deconvolution padded M to 16 channels in its blocked layout (16 times the
+// work for the one-channel output of a text detector) and reordered around it, and
+// on channels-last data took twice the matmul's time for the detector's 24 channels.
 //
 // Also registers com.seqto.ConvTranspose, ConvTranspose with channels_last (0 or 1):
 // X and Y are N x D1..Dk x C (the layout pass, rewrite/channels_last.cc, sets it so
@@ -170,14 +171,17 @@ bool WritesSeparateBlocks(const ConvTransposeGeometry& g) {
   return true;
 }
 
-// The matmul of WritesSeparateBlocks: T[n, pixel, (a * kw + b) * M + m] =
-// sum_c X[n, c, pixel] * W[c, m, a, b], then Y's block (a, b) of each pixel.
+// WritesSeparateBlocks on channels-last data: the row a of the kh x kw block of
+// pixel (i, j) is kw * M contiguous values of Y's row i * kh + a, so Y, seen as
+// [N, H, kh, W, kw * M], is a batched matmul over (n, i, a) of X's row i [W x C] and
+// W's row a [C x kw * M], written in place. (One output channel is the same in
+// either layout, so a channels-first Y with M = 1 runs this way too.)
 struct BlockPlan {
   std::shared_ptr<du::MatmulPlan> matmul;
-  int64_t batch, c, m, h, w, kh, kw;
+  int64_t m = 0, run = 0;  // run = kw * M, the bias per block row element
 };
 
-// W [C, M, kh, kw] as the matmul's [C, kh * kw * M].
+// W [C, M, kh, kw] as [C, kh, kw, M]: row a's weights are a [C, kw * M] view.
 Tensor BlockWeights(const Tensor& w) {
   const int64_t c = w.dim(0), m = w.dim(1), kh = w.dim(2), kw = w.dim(3);
   Tensor out(DType::kFloat32, {c, kh * kw * m});
@@ -187,43 +191,6 @@ Tensor BlockWeights(const Tensor& w) {
     for (int64_t mi = 0; mi < m; ++mi)
       for (int64_t k = 0; k < kh * kw; ++k) dst[(ci * kh * kw + k) * m + mi] = src[(ci * m + mi) * kh * kw + k];
   return out;
-}
-
-// Copies each pixel's blocks from T into Y (channels-last or channels-first), adding
-// the bias.
-void ScatterBlocks(const BlockPlan& p, const float* t, const float* bias, float* y, bool channels_last) {
-  const int64_t k_cols = p.kh * p.kw * p.m, oh = p.h * p.kh, ow = p.w * p.kw;
-  auto bias_of = [&](int64_t m) { return bias ? bias[m] : 0.f; };
-  if (channels_last) {
-    // Block row a of pixel (i, j) is kw * M contiguous values of Y's row i * kh + a.
-    const int64_t run = p.kw * p.m;
-    ParallelFor(p.batch * p.h, p.w * k_cols, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const float* src_row = t + row * p.w * k_cols;
-        for (int64_t a = 0; a < p.kh; ++a) {
-          float* dst = y + ((row / p.h * oh) + (row % p.h) * p.kh + a) * ow * p.m;
-          for (int64_t j = 0; j < p.w; ++j) {
-            const float* src = src_row + j * k_cols + a * run;
-            float* d = dst + j * run;
-            for (int64_t e = 0; e < run; ++e) d[e] = src[e] + bias_of(e % p.m);
-          }
-        }
-      }
-    });
-    return;
-  }
-  ParallelFor(p.batch * p.m * p.h, p.w * p.kh * p.kw, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t i = item % p.h, m = item / p.h % p.m, n = item / (p.h * p.m);
-      const float* src_row = t + (n * p.h + i) * p.w * k_cols;
-      const float bm = bias_of(m);
-      for (int64_t a = 0; a < p.kh; ++a) {
-        float* dst = y + ((n * p.m + m) * oh + i * p.kh + a) * ow;
-        for (int64_t j = 0; j < p.w; ++j)
-          for (int64_t b = 0; b < p.kw; ++b) dst[j * p.kw + b] = src_row[j * k_cols + (a * p.kw + b) * p.m + m] + bm;
-      }
-    }
-  });
 }
 
 class ConvTransposeKernel final : public Kernel {
@@ -273,8 +240,8 @@ class ConvTransposeKernel final : public Kernel {
     if (y.numel() == 0) return Status::Ok();
     if (!reference_only_ && g.in_channels > 0 && x.dtype() == DType::kFloat32) {
       const du::CacheKey key = du::ShapeKey({&x.shape(), &w.shape(), b ? &b->shape() : nullptr});
-      if (block_w_.defined() && WritesSeparateBlocks(g)) {
-        auto plan = block_plans_.Get(key, [&] { return MakeBlockPlan(g); });
+      if (block_w_.defined() && WritesSeparateBlocks(g) && (attrs_.channels_last || g.out_channels == 1)) {
+        auto plan = block_plans_.Get(key, [&] { return MakeBlockPlan(g, b != nullptr); });
         if (plan) return RunBlocks(*plan, x, b, y);
       }
       auto plan = plans_.Get(key, [&] { return MakePlan(g, x_shape, w.shape(), b != nullptr); });
@@ -299,34 +266,31 @@ class ConvTransposeKernel final : public Kernel {
       ConvTransposeReference(g, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
   }
 
-  std::shared_ptr<BlockPlan> MakeBlockPlan(const ConvTransposeGeometry& g) {
+  std::shared_ptr<BlockPlan> MakeBlockPlan(const ConvTransposeGeometry& g, bool with_bias) {
+    const int64_t n = g.batch, c = g.in_channels, m = g.out_channels, h = g.dims[0].in, w = g.dims[1].in;
+    const int64_t kh = g.dims[0].kernel, kw = g.dims[1].kernel, run = kw * m;
     auto p = std::make_shared<BlockPlan>();
-    p->batch = g.batch;
-    p->c = g.in_channels;
-    p->m = g.out_channels;
-    p->h = g.dims[0].in;
-    p->w = g.dims[1].in;
-    p->kh = g.dims[0].kernel;
-    p->kw = g.dims[1].kernel;
-    const int64_t pixels = p->h * p->w, k_cols = p->kh * p->kw * p->m;
+    p->m = m;
+    p->run = run;
     du::MatmulSpec spec;
-    // X as [N, pixels, C]: a strided view of either layout.
-    spec.src = attrs_.channels_last ? du::StridedDesc({p->batch, pixels, p->c}, {pixels * p->c, p->c, 1})
-                                    : du::StridedDesc({p->batch, pixels, p->c}, {pixels * p->c, 1, pixels});
-    spec.weights = du::PlainDesc({1, p->c, k_cols});
-    spec.dst = du::PlainDesc({p->batch, pixels, k_cols});
-    p->matmul = du::MakeMatmul(spec, block_w_.raw(), &packed_block_w_);
+    // One batched matmul over (n, i, a): X as [N, H, 1, W, C] (a strided view of
+    // channels-first data too), broadcast over a; W as [1, 1, kh, C, kw * M]; Y as
+    // the dense [N, H, kh, W, kw * M] it is.
+    spec.src = attrs_.channels_last ? du::StridedDesc({n, h, 1, w, c}, {h * w * c, w * c, w * c, c, 1})
+                                    : du::StridedDesc({n, h, 1, w, c}, {c * h * w, w, w, 1, h * w});
+    spec.dst = du::PlainDesc({n, h, kh, w, run});
+    spec.weights = du::StridedDesc({1, 1, kh, c, run}, {kh * c * run, kh * c * run, run, kh * run, 1});
+    if (with_bias) spec.bias = du::PlainDesc({1, 1, 1, 1, run});
+    p->matmul = du::MakeMatmul(spec, block_w_.data<float>(), &packed_block_w_);
     if (!p->matmul) return nullptr;
     return p;
   }
 
   Status RunBlocks(const BlockPlan& p, const Tensor& x, const Tensor* b, Tensor& y) {
-    const size_t bytes = static_cast<size_t>(p.batch * p.h * p.w * p.kh * p.kw * p.m) * sizeof(float);
-    // Slot 3: the matmul itself uses slot 4 (its scratchpad) only.
-    float* t = static_cast<float*>(du::Scratch(3, bytes));
-    SEQTO_RETURN_IF_ERROR(du::RunMatmul(*p.matmul, x.raw(), nullptr, nullptr, t));
-    ScatterBlocks(p, t, b ? b->data<float>() : nullptr, y.data<float>(), attrs_.channels_last);
-    return Status::Ok();
+    std::vector<float> bias;  // B per element of a block row
+    if (b)
+      for (int64_t e = 0; e < p.run; ++e) bias.push_back(b->data<float>()[e % p.m]);
+    return du::RunMatmul(*p.matmul, x.raw(), nullptr, b ? bias.data() : nullptr, y.raw());
   }
 
   std::shared_ptr<ConvTransposePlan> MakePlan(const ConvTransposeGeometry& g, const Shape& x, const Shape& w,
