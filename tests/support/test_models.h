@@ -29,4 +29,11 @@ ir::ValueInfo FloatValue(std::string name, std::vector<ir::Dim> dims);
 // A float32 tensor of `shape`, uniform in [lo, hi) from `rng`.
 Tensor RandomTensor(Shape shape, std::mt19937& rng, float lo = -1.f, float hi = 1.f);
 
+// A text detector's neck and head as PP-OCR's DB head has them (random weights):
+// x [N, 3, 8, 6] -> conv -> Relu = a; a -> conv stride 2 -> Relu = b; a nearest 2x
+// Resize of b (+ a), a linear 2x Resize of b, their Concat -> conv -> ConvTranspose
+// 2x2/2 -> Add bias -> BatchNormalization -> Relu -> ConvTranspose 2x2/2 to one
+// channel (with B) -> Sigmoid = y [N, 1, 32, 24]. Opset 13.
+ir::Model DetectorHeadModel(std::mt19937& rng);
+
 }  // namespace seqto::testing

@@ -642,75 +642,12 @@ TEST(ChannelsLast, PerChannelConstantsJoinTheRegion) {
   }
 }
 
-// A text detector's neck and head (PP-OCR's DB head): x -> conv -> Relu = a; a ->
-// conv stride 2 -> Relu = b; nearest 2x Resize of b + a, a linear 2x Resize of b,
-// Concat of the three -> conv -> ConvTranspose 2x2/2 -> Add bias -> BatchNormalization
-// -> Relu -> ConvTranspose 2x2/2 to one channel (with B) -> Sigmoid = y.
-ir::Model DetectorHeadModel(std::mt19937& rng) {
-  ir::Model m;
-  m.opsets[""] = 13;
-  auto& g = m.graph;
-  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {8}, {6}}});
-  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
-  auto conv = [&](const std::string& name, const std::string& in, Shape w_shape, int64_t stride) {
-    g.initializers[name + ".w"] = RandomTensor(w_shape, rng, -0.5f, 0.5f);
-    g.initializers[name + ".b"] = RandomTensor({w_shape[0]}, rng);
-    ir::Node n = MakeNode(name, "Conv", {in, name + ".w", name + ".b"}, {name + ".out"});
-    n.attributes["pads"] = Ints({1, 1, 1, 1});
-    n.attributes["strides"] = Ints({stride, stride});
-    g.nodes.push_back(n);
-    g.nodes.push_back(MakeNode(name + ".relu", "Relu", {name + ".out"}, {name + ".act"}));
-    return name + ".act";
-  };
-  const std::string a = conv("a", "x", {6, 3, 3, 3}, 1);
-  const std::string b = conv("b", a, {6, 6, 3, 3}, 2);
-  g.initializers["roi"] = Tensor(DType::kFloat32, {0});
-  g.initializers["up2"] = Tensor::FromVector<float>({4}, {1, 1, 2, 2});
-  ir::Node near = MakeNode("near", "Resize", {b, "roi", "up2"}, {"near.out"});
-  near.attributes["mode"] = testing::String("nearest");
-  near.attributes["coordinate_transformation_mode"] = testing::String("asymmetric");
-  near.attributes["nearest_mode"] = testing::String("floor");
-  g.nodes.push_back(near);
-  g.nodes.push_back(MakeNode("sum", "Add", {"near.out", a}, {"sum.out"}));
-  ir::Node lin = MakeNode("lin", "Resize", {b, "roi", "up2"}, {"lin.out"});
-  lin.attributes["mode"] = testing::String("linear");
-  g.nodes.push_back(lin);
-  ir::Node cat = MakeNode("cat", "Concat", {"near.out", "sum.out", "lin.out"}, {"cat.out"});
-  cat.attributes["axis"] = testing::Int(1);
-  g.nodes.push_back(cat);
-  const std::string c = conv("c", "cat.out", {8, 18, 3, 3}, 1);
-  auto up = [&](const std::string& name, const std::string& in, int64_t cin, int64_t cout, bool bias) {
-    g.initializers[name + ".w"] = RandomTensor({cin, cout, 2, 2}, rng, -0.5f, 0.5f);
-    std::vector<std::string> inputs{in, name + ".w"};
-    if (bias) {
-      g.initializers[name + ".b"] = RandomTensor({cout}, rng);
-      inputs.push_back(name + ".b");
-    }
-    ir::Node n = MakeNode(name, "ConvTranspose", inputs, {name + ".out"});
-    n.attributes["kernel_shape"] = Ints({2, 2});
-    n.attributes["strides"] = Ints({2, 2});
-    g.nodes.push_back(n);
-    return name + ".out";
-  };
-  const std::string t1 = up("t1", c, 8, 8, false);
-  g.initializers["t1.bias"] = RandomTensor({1, 8, 1, 1}, rng);
-  g.nodes.push_back(MakeNode("t1.add", "Add", {t1, "t1.bias"}, {"t1.biased"}));
-  for (const char* p : {"bn.scale", "bn.beta", "bn.mean"}) g.initializers[p] = RandomTensor({8}, rng);
-  g.initializers["bn.var"] = RandomTensor({8}, rng, 0.5f, 2.f);
-  g.nodes.push_back(
-      MakeNode("bn", "BatchNormalization", {"t1.biased", "bn.scale", "bn.beta", "bn.mean", "bn.var"}, {"bn.out"}));
-  g.nodes.push_back(MakeNode("bn.relu", "Relu", {"bn.out"}, {"bn.act"}));
-  const std::string t2 = up("t2", "bn.act", 8, 1, true);
-  g.nodes.push_back(MakeNode("sigmoid", "Sigmoid", {t2}, {"y"}));
-  return m;
-}
-
 // The whole neck and head stays channels-last: the Resizes (their scales permuted),
 // the Concat, the ConvTransposes and the BatchNormalization (as a per-channel Mul and
 // Add) join the region, and the optimized graph computes what the plain one does.
 TEST(ChannelsLast, DetectorHeadRunsChannelsLast) {
   std::mt19937 rng(13);
-  const ir::Model m = DetectorHeadModel(rng);
+  const ir::Model m = testing::DetectorHeadModel(rng);
   ir::Graph g = m.graph;
   ASSERT_TRUE(rewrite::Optimize(g, {}).ok());
   std::string transposes;
@@ -748,7 +685,7 @@ TEST(ChannelsLast, DetectorHeadRunsChannelsLast) {
 // and the region still has Transposes only at its borders.
 TEST(ChannelsLast, QuantizedDetectorHeadResizesIntegers) {
   std::mt19937 rng(14);
-  const ir::Model m = DetectorHeadModel(rng);
+  const ir::Model m = testing::DetectorHeadModel(rng);
   const Tensor calib = RandomTensor({4, 3, 8, 6}, rng);
   auto q = testing::QuantizeForTest(m, calib);
   ASSERT_TRUE(q.ok()) << q.error().message;

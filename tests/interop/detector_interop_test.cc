@@ -1,0 +1,101 @@
+// A text detector's neck and head (tests/support DetectorHeadModel: nearest and linear
+// Resize, Concat, ConvTranspose 2x2/2, BatchNormalization after a bias Add) against
+// ONNX Runtime, float and quantized: seqto runs it channels-last (Resizes with
+// permuted scales, ConvTranspose as a matmul writing Y in place, the BatchNorm as a
+// per-channel Mul and Add, the quantized nearest Resize on the 8-bit data).
+// Float: max|seqto - ort| <= 1e-4 * max|ort| + 1e-5. Quantized: within 3 quanta of
+// the output (both requantize integer sums, rounding a value near a tie either way,
+// and a one-quantum difference can carry through the layers after it).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "onnxio/model_io.h"
+#include "quant/calib/calibrate.h"
+#include "quant/quantize.h"
+#include "rewrite/passes.h"
+#include "runtime/session.h"
+#include "support/ort_oracle.h"
+#include "support/test_models.h"
+
+namespace seqto {
+namespace {
+
+// The output of `model` on `x` from seqto's optimized session and from ORT.
+void RunBoth(const ir::Model& model, const Tensor& x, std::vector<double>& ours, std::vector<double>& theirs) {
+  const std::string path =
+      (std::filesystem::path(::testing::TempDir()) / ("seqto_detector_" + std::to_string(::getpid()) + ".onnx"))
+          .string();
+  ASSERT_TRUE(onnxio::SaveModel(model, path).ok());
+  const runtime::TensorMap inputs = {{model.graph.inputs.at(0).name, x}};
+  auto session = runtime::Session::Create(model);
+  ASSERT_TRUE(session) << session.error().message;
+  auto out = (*session)->Run(inputs);
+  ASSERT_TRUE(out) << out.error().message;
+  const Status ort = testing::OrtAvailable();
+  ASSERT_TRUE(ort.ok()) << ort.message();
+  auto ref = testing::OrtRun(path, inputs);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(ref) << ref.error().message;
+  const std::string y = model.graph.outputs.at(0).name;
+  ASSERT_EQ(ShapeToString(out->at(y).shape()), ShapeToString(ref->at(y).shape()));
+  ours = out->at(y).ToDoubles();
+  theirs = ref->at(y).ToDoubles();
+}
+
+TEST(DetectorInterop, FloatHeadMatchesOrt) {
+  std::mt19937 rng(21);
+  const ir::Model model = testing::DetectorHeadModel(rng);
+  std::vector<double> ours, theirs;
+  RunBoth(model, testing::RandomTensor({2, 3, 8, 6}, rng, -2.f, 2.f), ours, theirs);
+  ASSERT_FALSE(theirs.empty());
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(theirs[i]));
+    max_diff = std::max(max_diff, std::fabs(ours[i] - theirs[i]));
+  }
+  EXPECT_LE(max_diff, 1e-4 * max_ref + 1e-5) << "max |ort| = " << max_ref;
+}
+
+TEST(DetectorInterop, QuantizedHeadMatchesOrt) {
+  std::mt19937 rng(22);
+  auto prepared = quant::QuantPlan::Prepare(testing::DetectorHeadModel(rng));
+  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+  quant::QuantOptions o;
+  o.per_channel = true;
+  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, o);
+  ASSERT_TRUE(tensors.ok()) << tensors.error().message;
+  const Tensor calib = testing::RandomTensor({8, 3, 8, 6}, rng, -2.f, 2.f);
+  bool fed = false;
+  quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
+    if (fed) return false;
+    feeds["x"] = calib;
+    return fed = true;
+  };
+  auto stats = quant::Calibrate(*prepared, *tensors, source, o.calibration_options);
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  auto ranges = stats->Ranges(o.calibration);
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto plan = quant::QuantPlan::Create(*prepared, o, &*ranges);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  auto q = plan->Materialize({});
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  std::vector<double> ours, theirs;
+  RunBoth(*q, testing::RandomTensor({2, 3, 8, 6}, rng, -2.f, 2.f), ours, theirs);
+  ASSERT_FALSE(theirs.empty());
+  std::vector<double> sorted = theirs;
+  std::sort(sorted.begin(), sorted.end());
+  double quantum = 1e300;
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i] > sorted[i - 1]) quantum = std::min(quantum, sorted[i] - sorted[i - 1]);
+  double max_diff = 0;
+  for (size_t i = 0; i < theirs.size(); ++i) max_diff = std::max(max_diff, std::fabs(ours[i] - theirs[i]));
+  EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;
+}
+
+}  // namespace
+}  // namespace seqto
