@@ -19,7 +19,8 @@
 //     per-tensor QuantizeLinear and DequantizeLinear are elementwise, so the float
 //     islands of a selectively quantized model (DQ -> float conv -> Q) stay inside
 //     the region instead of cutting it with Transposes;
-//   - an inference BatchNormalization of a twin becomes a per-channel Mul and Add;
+//   - an inference BatchNormalization of a twin becomes a channels-last depthwise
+//     1x1 conv (its scale and shift as weight and bias);
 //   - pooling (MaxPool, AveragePool, their global forms) on a twin becomes the
 //     com.seqto op with channels_last = 1, and a Concat of twins along channels
 //     concatenates the twins along their last axis (fire modules, inception blocks);
@@ -168,7 +169,6 @@ class ChannelsLastPass {
     for (const auto& n : to_nhwc_) read.insert(n.inputs[0]);
     for (auto& n : converted) patch.ReplaceNode(std::move(n));
     for (auto& n : to_nhwc_) patch.AddNode(std::move(n));
-    for (auto& n : added_) patch.AddNode(std::move(n));
     for (auto& [name, t] : constant_twins_) patch.SetInitializer(name, std::move(t));
     RemoveBypassedProducers(converted_names, converted, patch);
     for (const auto& [original, twin] : produced_) {
@@ -341,11 +341,11 @@ class ChannelsLastPass {
 
   // An inference BatchNormalization of a twin (constant float parameters, C > 1):
   //   y = (x - mean) * scale / sqrt(var + eps) + B = x * s + t
-  // as a Mul and an Add of the twin by [1, 1, 1, C] constants (s and t formed in
-  // double, rounded once: the result differs from the op by float rounding). The
-  // BatchNormalization that a PP-OCR detector head has between its ConvTransposes
-  // (after a bias Add, so no conv absorbs it) stays in the region.
-  // The Mul takes the node's name; the Add writes the output.
+  // as a channels-last depthwise 1x1 com.seqto.FusedConv (W = s as [C, 1, 1, 1],
+  // bias t; s and t formed in double, rounded once: the result differs from the op
+  // by float rounding): one pass over the twin. The BatchNormalization that a
+  // PP-OCR detector head has between its ConvTransposes (after a bias Add, so no
+  // conv absorbs it) stays in the region.
   std::optional<ir::Node> TryConvertBatchNorm(const ir::Node& node) {
     if (!node.domain.empty() || node.op_type != "BatchNormalization" || node.inputs.size() != 5) return std::nullopt;
     for (size_t i = 1; i < node.outputs.size(); ++i)
@@ -366,7 +366,7 @@ class ChannelsLastPass {
     for (const Tensor* t : p)
       if (t->numel() != c) return std::nullopt;
     if (KnownRank(node.inputs[0]) != std::optional<size_t>(4)) return std::nullopt;
-    Tensor scale(DType::kFloat32, {1, 1, 1, c}), shift(DType::kFloat32, {1, 1, 1, c});
+    Tensor scale(DType::kFloat32, {c, 1, 1, 1}), shift(DType::kFloat32, {c});
     for (int64_t k = 0; k < c; ++k) {
       const double sk = static_cast<double>(p[0]->data<float>()[k]) /
                         std::sqrt(static_cast<double>(p[3]->data<float>()[k]) + static_cast<double>(*eps));
@@ -374,22 +374,21 @@ class ChannelsLastPass {
       shift.data<float>()[k] =
           static_cast<float>(static_cast<double>(p[1]->data<float>()[k]) - p[2]->data<float>()[k] * sk);
     }
-    const std::string s_name = FreshValue(node.name + "/scale/nhwc"), t_name = FreshValue(node.name + "/shift/nhwc");
+    const std::string s_name = FreshValue(node.name + "/scale"), t_name = FreshValue(node.name + "/shift");
     constant_twins_[s_name] = std::move(scale);
     constant_twins_[t_name] = std::move(shift);
-    ir::Node mul;
-    mul.name = node.name;
-    mul.op_type = "Mul";
-    mul.inputs = {twins_.at(node.inputs[0]), s_name};
-    mul.outputs = {FreshValue(node.outputs[0] + "/scaled/nhwc")};
-    ir::Node add;
-    add.name = FreshNode(node.name + "/shift");
-    add.op_type = "Add";
-    add.inputs = {mul.outputs[0], t_name};
-    add.outputs = {node.outputs[0]};
-    RedirectOutput(add);
-    added_.push_back(std::move(add));
-    return mul;
+    ir::Node n;
+    n.name = node.name;
+    n.domain = "com.seqto";
+    n.op_type = "FusedConv";
+    n.inputs = {twins_.at(node.inputs[0]), s_name, t_name};
+    n.outputs = {node.outputs[0]};
+    ir::Attribute& group = n.attributes["group"];
+    group.type = ir::Attribute::Type::kInt;
+    group.i = c;
+    SetChannelsLast(n);
+    RedirectOutput(n);
+    return n;
   }
 
   // True when the graph declares `value` with `c` channels (dim 1).
@@ -576,7 +575,6 @@ class ChannelsLastPass {
   std::map<std::string, const ir::Node*> producers_;           // value -> the node writing it
   std::map<std::string, Tensor> constant_twins_;               // NHWC twins of per-channel constants
   std::vector<const ir::Node*> bypassed_producers_;            // Q/DQ whose twin a rewritten copy writes
-  std::vector<ir::Node> added_;                                // second nodes of a conversion (BatchNorm's Add)
 };
 
 }  // namespace

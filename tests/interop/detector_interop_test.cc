@@ -2,7 +2,7 @@
 // Resize, Concat, ConvTranspose 2x2/2, BatchNormalization after a bias Add) against
 // ONNX Runtime, float and quantized: seqto runs it channels-last (Resizes with
 // permuted scales, ConvTranspose as a matmul writing Y in place, the BatchNorm as a
-// per-channel Mul and Add, the quantized nearest Resize on the 8-bit data).
+// depthwise 1x1 conv, the quantized nearest Resize on the 8-bit data).
 // Float: max|seqto - ort| <= 1e-4 * max|ort| + 1e-5. Quantized: within 3 quanta of
 // the output (both requantize integer sums, rounding a value near a tie either way,
 // and a one-quantum difference can carry through the layers after it).

@@ -643,8 +643,8 @@ TEST(ChannelsLast, PerChannelConstantsJoinTheRegion) {
 }
 
 // The whole neck and head stays channels-last: the Resizes (their scales permuted),
-// the Concat, the ConvTransposes and the BatchNormalization (as a per-channel Mul and
-// Add) join the region, and the optimized graph computes what the plain one does.
+// the Concat, the ConvTransposes and the BatchNormalization (as a depthwise 1x1 conv)
+// join the region, and the optimized graph computes what the plain one does.
 TEST(ChannelsLast, DetectorHeadRunsChannelsLast) {
   std::mt19937 rng(13);
   const ir::Model m = testing::DetectorHeadModel(rng);
@@ -654,7 +654,7 @@ TEST(ChannelsLast, DetectorHeadRunsChannelsLast) {
   for (const auto& n : g.nodes)
     if (n.op_type == "Transpose") transposes += " " + n.name;
   EXPECT_EQ(Count(g, "Transpose"), 2) << "the input and the output only:" << transposes;
-  EXPECT_EQ(Count(g, "BatchNormalization"), 0);
+  EXPECT_EQ(Count(g, "BatchNormalization"), 0) << "a channels-last depthwise 1x1 conv";
   EXPECT_EQ(Count(g, "ConvTranspose"), 2);
   EXPECT_EQ(Count(g, "Resize"), 2);
   for (const auto& n : g.nodes) {
