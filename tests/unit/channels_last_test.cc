@@ -642,6 +642,53 @@ TEST(ChannelsLast, PerChannelConstantsJoinTheRegion) {
   }
 }
 
+// The int8 global average pool on channels-last data (channels in blocks, split
+// across threads, int32 sums) equals the channels-first kernel bit for bit: 150
+// channels (a partial last block), both 8-bit types, zero points.
+TEST(ChannelsLast, QLinearGlobalAveragePoolMatchesChannelsFirst) {
+  std::mt19937 rng(15);
+  for (DType dtype : {DType::kUInt8, DType::kInt8}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const bool u8 = dtype == DType::kUInt8;
+    ir::Model m;
+    m.opsets[""] = 13;
+    m.opsets["com.seqto"] = 1;
+    auto& g = m.graph;
+    g.inputs.push_back({"x", dtype, std::vector<ir::Dim>{{-1, "N"}, {150}, {11}, {9}}});
+    g.outputs.push_back({"y", dtype, std::nullopt});
+    g.initializers["xs"] = Tensor::Scalar<float>(0.05f);
+    g.initializers["ys"] = Tensor::Scalar<float>(0.02f);
+    g.initializers["xz"] = u8 ? Tensor::Scalar<uint8_t>(100) : Tensor::Scalar<int8_t>(-7);
+    g.initializers["yz"] = u8 ? Tensor::Scalar<uint8_t>(30) : Tensor::Scalar<int8_t>(5);
+    g.nodes.push_back(MakeNode("gap", "QLinearGlobalAveragePool", {"x", "xs", "xz", "ys", "yz"}, {"y"}, "com.seqto"));
+    ir::Model last = m;
+    ir::Node to = MakeNode("to", "Transpose", {"x"}, {"x_nhwc"});
+    to.attributes["perm"] = Ints({0, 2, 3, 1});
+    ir::Node pool = g.nodes[0];
+    pool.inputs[0] = "x_nhwc";
+    pool.outputs = {"y_nhwc"};
+    pool.attributes["channels_last"] = testing::Int(1);
+    ir::Node back = MakeNode("back", "Transpose", {"y_nhwc"}, {"y"});
+    back.attributes["perm"] = Ints({0, 3, 1, 2});
+    last.graph.nodes = {to, pool, back};
+    Tensor x(dtype, {2, 150, 11, 9});
+    std::uniform_int_distribution<int> d(0, 255);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (u8)
+        x.data<uint8_t>()[i] = static_cast<uint8_t>(d(rng));
+      else
+        x.data<int8_t>()[i] = static_cast<int8_t>(d(rng) - 128);
+    }
+    const TensorMap feeds{{"x", x}};
+    SessionOptions o;
+    o.optimize = false;
+    const Tensor want = RunModel(m, o, feeds).at("y");
+    const Tensor got = RunModel(last, o, feeds).at("y");
+    EXPECT_EQ(want.shape(), got.shape());
+    EXPECT_EQ(want.ToDoubles(), got.ToDoubles());
+  }
+}
+
 // The whole neck and head stays channels-last: the Resizes (their scales permuted),
 // the Concat, the ConvTransposes and the BatchNormalization (as a depthwise 1x1 conv)
 // join the region, and the optimized graph computes what the plain one does.

@@ -22,20 +22,44 @@ namespace {
 
 enum Input { kX = 0, kXScale, kXZp, kYScale, kYZp };
 
-// Channels-last: each image's C sums run along the rows of its D1..Dk x C matrix.
+// Adds rows [0, count) of a count x stride matrix's columns [0, width) into sums
+// (int32: the caller keeps count * 255 below 2^31). Vectorizes across the columns.
+template <typename X>
+SEQTO_WIDE_CLONES void SumColumns(const X* x, int64_t count, int64_t stride, int64_t width, int32_t* sums) {
+  for (int64_t i = 0; i < count; ++i) {
+    const X* row = x + i * stride;
+#pragma omp simd
+    for (int64_t c = 0; c < width; ++c) sums[c] += row[c];
+  }
+}
+
+// Channels-last: each image's C sums run along the rows of its D1..Dk x C matrix,
+// in blocks of channels (so that one image splits across threads too), with int32
+// sums where they cannot overflow.
 template <typename X, typename Y>
 void PoolChannelsLast(const X* x, Y* y, int64_t batch, int64_t count, int64_t channels, float sx, int32_t zx, float sy,
                       int32_t zy, quant::ClampBounds bounds) {
-  ParallelFor(batch, count * channels, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> sums(static_cast<size_t>(channels));
-    for (int64_t n = begin; n < end; ++n) {
-      std::fill(sums.begin(), sums.end(), 0);
-      const X* xn = x + n * count * channels;
-      for (int64_t i = 0; i < count; ++i)
-        for (int64_t c = 0; c < channels; ++c) sums[c] += xn[i * channels + c];
-      for (int64_t c = 0; c < channels; ++c) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (channels + kBlock - 1) / kBlock;
+  const bool narrow = count < (int64_t{1} << 31) / 256;
+  ParallelFor(batch * blocks, count * std::min(kBlock, channels), [&](int64_t begin, int64_t end) {
+    int64_t sums[kBlock];
+    int32_t narrow_sums[kBlock];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t n = item / blocks, c0 = item % blocks * kBlock, width = std::min(kBlock, channels - c0);
+      const X* xn = x + n * count * channels + c0;
+      if (narrow) {
+        std::fill(narrow_sums, narrow_sums + width, 0);
+        SumColumns(xn, count, channels, width, narrow_sums);
+        std::copy(narrow_sums, narrow_sums + width, sums);
+      } else {
+        std::fill(sums, sums + width, 0);
+        for (int64_t i = 0; i < count; ++i)
+          for (int64_t c = 0; c < width; ++c) sums[c] += xn[i * channels + c];
+      }
+      for (int64_t c = 0; c < width; ++c) {
         const float mean = static_cast<float>(sums[c] - count * zx) * sx / static_cast<float>(count);
-        y[n * channels + c] = static_cast<Y>(quant::QuantizeClamped(mean / sy, bounds.lo, bounds.hi, zy));
+        y[n * channels + c0 + c] = static_cast<Y>(quant::QuantizeClamped(mean / sy, bounds.lo, bounds.hi, zy));
       }
     }
   });
