@@ -20,7 +20,8 @@
 //     islands of a selectively quantized model (DQ -> float conv -> Q) stay inside
 //     the region instead of cutting it with Transposes;
 //   - an inference BatchNormalization of a twin becomes a channels-last depthwise
-//     1x1 conv (its scale and shift as weight and bias);
+//     1x1 conv (its scale and shift as weight and bias; a Relu after it as the
+//     conv's activation);
 //   - pooling (MaxPool, AveragePool, their global forms) on a twin becomes the
 //     com.seqto op with channels_last = 1, and a Concat of twins along channels
 //     concatenates the twins along their last axis (fire modules, inception blocks);
@@ -131,8 +132,10 @@ class ChannelsLastPass {
       for (const auto& v : n.outputs) value_names_.insert(v);
     }
     for (const auto& v : g.inputs) value_names_.insert(v.name);
-    for (const auto& n : g.nodes)
+    for (const auto& n : g.nodes) {
       for (const auto& v : n.outputs) producers_[v] = &n;
+      for (const auto& v : n.inputs) consumers_[v].push_back(&n);
+    }
     for (const auto& [name, t] : g.initializers) value_names_.insert(name);
     for (const auto& o : g.outputs) graph_outputs_.insert(o.name);
   }
@@ -140,6 +143,7 @@ class ChannelsLastPass {
   GraphPatch Run() {
     std::vector<ir::Node> converted;
     for (const ir::Node& n : g_.nodes) {
+      if (absorbed_.count(n.name)) continue;
       if ((IsConvertibleConv(g_, n) || IsConvertibleConvTranspose(g_, n)) && RankMayBe4(n.inputs[0]) && SumFits(n) &&
           Gains(n)) {
         converted.push_back(ConvertConv(n));
@@ -161,6 +165,8 @@ class ChannelsLastPass {
     // converted node through a non-data input, as graph outputs, or by hooks.
     std::set<std::string> converted_names, read;
     for (const auto& n : converted) converted_names.insert(n.name);
+    converted_names.insert(absorbed_.begin(), absorbed_.end());
+    for (const auto& name : absorbed_) patch.RemoveNode(name);
     for (const auto& n : g_.nodes)
       if (!converted_names.count(n.name))
         for (const auto& v : n.inputs) read.insert(v);
@@ -387,6 +393,21 @@ class ChannelsLastPass {
     group.type = ir::Attribute::Type::kInt;
     group.i = c;
     SetChannelsLast(n);
+    // A Relu that alone reads the output becomes the conv's activation (a float
+    // PP-OCR head's BatchNormalization -> Relu; the conv keeps Relu's NaN).
+    const std::string& out = node.outputs[0];
+    auto readers = consumers_.find(out);
+    if (readers != consumers_.end() && readers->second.size() == 1 && !graph_outputs_.count(out) &&
+        !options_.keep_values.count(out)) {
+      const ir::Node& relu = *readers->second[0];
+      if (relu.domain.empty() && relu.op_type == "Relu" && relu.inputs.size() == 1 && relu.outputs.size() == 1) {
+        ir::Attribute& act = n.attributes["activation"];
+        act.type = ir::Attribute::Type::kString;
+        act.s = "Relu";
+        n.outputs = {relu.outputs[0]};
+        absorbed_.insert(relu.name);
+      }
+    }
     RedirectOutput(n);
     return n;
   }
@@ -569,12 +590,14 @@ class ChannelsLastPass {
   const ir::Graph& g_;
   const OptimizeOptions& options_;
   std::set<std::string> node_names_, value_names_, graph_outputs_;
-  std::map<std::string, std::string> twins_;                   // NCHW value -> its NHWC twin
-  std::vector<std::pair<std::string, std::string>> produced_;  // (original output, twin) of converted nodes
-  std::vector<ir::Node> to_nhwc_;                              // Transposes (or quantizers) that make twins
-  std::map<std::string, const ir::Node*> producers_;           // value -> the node writing it
-  std::map<std::string, Tensor> constant_twins_;               // NHWC twins of per-channel constants
-  std::vector<const ir::Node*> bypassed_producers_;            // Q/DQ whose twin a rewritten copy writes
+  std::map<std::string, std::string> twins_;                       // NCHW value -> its NHWC twin
+  std::vector<std::pair<std::string, std::string>> produced_;      // (original output, twin) of converted nodes
+  std::vector<ir::Node> to_nhwc_;                                  // Transposes (or quantizers) that make twins
+  std::map<std::string, const ir::Node*> producers_;               // value -> the node writing it
+  std::map<std::string, std::vector<const ir::Node*>> consumers_;  // value -> the nodes reading it
+  std::set<std::string> absorbed_;                                 // nodes fused into a converted one (a Relu)
+  std::map<std::string, Tensor> constant_twins_;                   // NHWC twins of per-channel constants
+  std::vector<const ir::Node*> bypassed_producers_;                // Q/DQ whose twin a rewritten copy writes
 };
 
 }  // namespace

@@ -8,10 +8,10 @@
 // (padding would pad x * a + c with zeros, not with c: such convs are left alone).
 // Paddle's PP-LCNet/PP-OCR blocks (a "learnable affine" after each conv and after
 // each activation) are this; ONNX Runtime's ConvMulFusion/ConvAddFusion do the
-// first. Run after FoldBatchNormIntoConv and before FuseConvPostOps (which then
-// fuses the activation that follows).
-// Rounding: the product is formed in double and rounded once, so results differ
-// from the unfused graph by float rounding only (tested at 1e-5 relative).
+// first. The chain after a one-group ConvTranspose folds the same way (PP-OCR's
+// detection head adds the upsampling's bias as its own Add). Run after FoldBatchNormIntoConv and before FuseConvPostOps
+// (which then fuses the activation that follows). Rounding: the product is formed in double and rounded once, so
+// results differ from the unfused graph by float rounding only (tested at 1e-5 relative).
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -53,6 +53,23 @@ bool FloatConv(const ir::Graph& g, const ir::Node& n) {
   return true;
 }
 
+// A ConvTranspose with one group and a constant float weight [C, M, k...] (and bias
+// [M]): its output channels are W's dim 1, so only the chain after it folds (into
+// W[:, o] and B[o]); a text detector's upsampling head adds its bias that way.
+bool FloatConvTranspose(const ir::Graph& g, const ir::Node& n) {
+  if (n.op_type != "ConvTranspose" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
+  auto group = n.attr_int("group", 1);
+  if (!group || *group != 1) return false;
+  auto w = g.initializers.find(n.inputs[1]);
+  if (w == g.initializers.end() || w->second.dtype() != DType::kFloat32 || w->second.rank() < 3) return false;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    auto b = g.initializers.find(n.inputs[2]);
+    if (b == g.initializers.end() || b->second.dtype() != DType::kFloat32 || b->second.numel() != w->second.dim(1))
+      return false;
+  }
+  return true;
+}
+
 // No implicit zeros: pads absent or all 0, auto_pad NOTSET or VALID.
 bool Unpadded(const ir::Node& conv) {
   auto auto_pad = conv.attr_string("auto_pad", "NOTSET");
@@ -73,14 +90,21 @@ std::optional<double> ScalarOperand(const ir::Graph& g, const std::string& name,
 
 // Writes the folded conv: weights W[o] * scale[o] * in_scale, bias shift[o] +
 // in_shift * sum(W[o]) (sums in double).
+// A ConvTranspose (`transposed`, no input side: in_scale 1, in_shift 0) scales W[:, o].
 void EmitFolded(const ir::Graph& g, const ir::Node& conv, const std::string& input, const std::string& output,
                 const std::vector<double>& scale, const std::vector<double>& shift, double in_scale, double in_shift,
-                const std::string& suffix, GraphPatch& patch) {
+                const std::string& suffix, bool transposed, GraphPatch& patch) {
   const Tensor& w = g.initializers.at(conv.inputs[1]);
-  const int64_t oc = w.dim(0), per_channel = w.numel() / std::max<int64_t>(oc, 1);
+  const int64_t oc = transposed ? w.dim(1) : w.dim(0), per_channel = w.numel() / std::max<int64_t>(oc, 1);
   Tensor new_w(DType::kFloat32, w.shape());
   Tensor new_b(DType::kFloat32, {oc});
-  for (int64_t c = 0; c < oc; ++c) {
+  if (transposed) {
+    const int64_t k = per_channel / std::max<int64_t>(w.dim(0), 1);
+    for (int64_t i = 0; i < w.numel(); ++i)
+      new_w.data<float>()[i] = static_cast<float>(w.data<float>()[i] * scale[i / k % oc]);
+    for (int64_t c = 0; c < oc; ++c) new_b.data<float>()[c] = static_cast<float>(shift[c]);
+  }
+  for (int64_t c = 0; c < oc && !transposed; ++c) {
     double sum = 0;
     for (int64_t k = 0; k < per_channel; ++k) {
       const double v = w.data<float>()[c * per_channel + k];
@@ -118,9 +142,10 @@ GraphPatch FoldConvAffine(const ir::Graph& g, const OptimizeOptions& options) {
   };
   auto other_of = [](const ir::Node& n, const std::string& v) { return n.inputs[0] == v ? n.inputs[1] : n.inputs[0]; };
   for (const ir::Node& conv : g.nodes) {
-    if (!FloatConv(g, conv)) continue;
+    const bool transposed = FloatConvTranspose(g, conv);
+    if (!FloatConv(g, conv) && !transposed) continue;
     const Tensor& w = g.initializers.at(conv.inputs[1]);
-    const int64_t oc = w.dim(0), rank = w.rank();
+    const int64_t oc = transposed ? w.dim(1) : w.dim(0), rank = w.rank();
     const bool has_bias = conv.inputs.size() > 2 && !conv.inputs[2].empty();
     std::vector<double> scale(static_cast<size_t>(oc), 1.0), shift(static_cast<size_t>(oc), 0.0);
     if (has_bias) shift = g.initializers.at(conv.inputs[2]).ToDoubles();
@@ -130,7 +155,7 @@ GraphPatch FoldConvAffine(const ir::Graph& g, const OptimizeOptions& options) {
     double in_scale = 1, in_shift = 0;
     std::vector<std::string> removed;
     // Each value on the way must be read by the chain alone.
-    while (Unpadded(conv) && uses.SingleUse(input) && !options.keep_values.count(input)) {
+    while (!transposed && Unpadded(conv) && uses.SingleUse(input) && !options.keep_values.count(input)) {
       auto p = uses.producer.find(input);
       if (p == uses.producer.end()) break;
       const ir::Node& n = g.nodes[p->second];
@@ -175,7 +200,7 @@ GraphPatch FoldConvAffine(const ir::Graph& g, const OptimizeOptions& options) {
       patch.RemoveNode(name);
       claimed.insert(name);
     }
-    EmitFolded(g, conv, input, tail, scale, shift, in_scale, in_shift, "affine_folded", patch);
+    EmitFolded(g, conv, input, tail, scale, shift, in_scale, in_shift, "affine_folded", transposed, patch);
   }
   return patch;
 }

@@ -702,6 +702,8 @@ TEST(ChannelsLast, DetectorHeadRunsChannelsLast) {
     if (n.op_type == "Transpose") transposes += " " + n.name;
   EXPECT_EQ(Count(g, "Transpose"), 2) << "the input and the output only:" << transposes;
   EXPECT_EQ(Count(g, "BatchNormalization"), 0) << "a channels-last depthwise 1x1 conv";
+  EXPECT_EQ(Count(g, "Relu"), 0) << "every Relu is a conv's activation, the BatchNormalization's too";
+  EXPECT_EQ(Count(g, "Add"), 1) << "the bias Add after the ConvTranspose folds into it; the FPN's Add stays";
   EXPECT_EQ(Count(g, "ConvTranspose"), 2);
   EXPECT_EQ(Count(g, "Resize"), 2);
   for (const auto& n : g.nodes) {

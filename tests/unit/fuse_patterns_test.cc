@@ -179,6 +179,35 @@ TEST(FoldConvAffine, ScaleAndShiftBeforeAPaddedConvStay) {
   ExpectSameFunction(model, RandomTensor({2, 4, 6, 5}, rng, -2.f, 2.f));
 }
 
+// x -> ConvTranspose (one group, 2x2 stride 2, with or without B) -> + bias [1, M, 1, 1]
+// -> * scale [M, 1, 1] -> y: the chain folds into the ConvTranspose's W[:, o] and B.
+// With two groups nothing folds (W's dim 1 is not the output channels then).
+TEST(FoldConvAffine, ChainAfterAConvTransposeFolds) {
+  for (int64_t groups : {1, 2})
+    for (bool with_b : {false, true}) {
+      SCOPED_TRACE("groups " + std::to_string(groups) + (with_b ? ", with B" : ""));
+      std::mt19937 rng(24);
+      ir::Model m = NewModel({2, 4, 5, 3});
+      auto& g = m.graph;
+      g.initializers["w"] = RandomTensor({4, 6 / groups, 2, 2}, rng);
+      g.initializers["b"] = RandomTensor({6}, rng);
+      g.initializers["bias"] = RandomTensor({1, 6, 1, 1}, rng);
+      g.initializers["scale"] = RandomTensor({6, 1, 1}, rng);
+      ir::Node ct = MakeNode("ct", "ConvTranspose", {"x", "w"}, {"t"});
+      if (with_b) ct.inputs.push_back("b");
+      ct.attributes["strides"] = testing::Ints({2, 2});
+      ct.attributes["group"] = testing::Int(groups);
+      g.nodes.push_back(ct);
+      g.nodes.push_back(MakeNode("add", "Add", {"t", "bias"}, {"tb"}));
+      g.nodes.push_back(MakeNode("mul", "Mul", {"scale", "tb"}, {"y"}));
+      const ir::Graph opt = Optimized(m);
+      const std::vector<std::string> want = groups == 1 ? std::vector<std::string>{"ConvTranspose"}
+                                                        : std::vector<std::string>{"ConvTranspose", "Add", "Mul"};
+      EXPECT_EQ(OpTypes(opt), want);
+      ExpectSameFunction(m, RandomTensor({2, 4, 5, 3}, rng, -2.f, 2.f));
+    }
+}
+
 // x -> written-out LayerNorm over the last axis [-> * gamma -> + beta] -> y
 ir::Model LayerNormModel(bool affine, bool pow, std::mt19937& rng) {
   ir::Model m = NewModel({2, 5, 8});
