@@ -3,9 +3,11 @@
 // ONNX Runtime, float and quantized: seqto runs it channels-last (Resizes with
 // permuted scales, ConvTranspose as a matmul writing Y in place, the BatchNorm as a
 // depthwise 1x1 conv, the quantized nearest Resize on the 8-bit data).
-// Float: max|seqto - ort| <= 1e-4 * max|ort| + 1e-5. Quantized: within 3 quanta of
-// the output (both requantize integer sums, rounding a value near a tie either way,
-// and a one-quantum difference can carry through the layers after it).
+// Float: max|seqto - ort| <= 1e-4 * max|ort| + 1e-5. Quantized: seqto's optimized
+// session equals its unfused reference session within one quantum of the output,
+// and ONNX Runtime (which runs the QDQ model with its own integer kernels, rounding
+// values near a tie either way, a difference the layers after carry and grow) is
+// within one quantum on at least 98% of the outputs and within 8 everywhere.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,8 +27,10 @@
 namespace seqto {
 namespace {
 
-// The output of `model` on `x` from seqto's optimized session and from ORT.
-void RunBoth(const ir::Model& model, const Tensor& x, std::vector<double>& ours, std::vector<double>& theirs) {
+// The output of `model` on `x` from seqto's optimized session, from its unfused
+// reference session (`plain`, when given) and from ORT.
+void RunBoth(const ir::Model& model, const Tensor& x, std::vector<double>& ours, std::vector<double>& theirs,
+             std::vector<double>* plain = nullptr) {
   const std::string path =
       (std::filesystem::path(::testing::TempDir()) / ("seqto_detector_" + std::to_string(::getpid()) + ".onnx"))
           .string();
@@ -44,6 +48,16 @@ void RunBoth(const ir::Model& model, const Tensor& x, std::vector<double>& ours,
   const std::string y = model.graph.outputs.at(0).name;
   ASSERT_EQ(ShapeToString(out->at(y).shape()), ShapeToString(ref->at(y).shape()));
   ours = out->at(y).ToDoubles();
+  if (plain) {
+    runtime::SessionOptions unfused;
+    unfused.optimize = false;
+    unfused.reference_only = true;
+    auto reference = runtime::Session::Create(model, unfused);
+    ASSERT_TRUE(reference) << reference.error().message;
+    auto r = (*reference)->Run(inputs);
+    ASSERT_TRUE(r) << r.error().message;
+    *plain = r->at(y).ToDoubles();
+  }
   theirs = ref->at(y).ToDoubles();
 }
 
@@ -84,17 +98,26 @@ TEST(DetectorInterop, QuantizedHeadMatchesOrt) {
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   auto q = plan->Materialize({});
   ASSERT_TRUE(q.ok()) << q.error().message;
-  std::vector<double> ours, theirs;
-  RunBoth(*q, testing::RandomTensor({2, 3, 8, 6}, rng, -2.f, 2.f), ours, theirs);
+  std::vector<double> ours, theirs, plain;
+  RunBoth(*q, testing::RandomTensor({2, 3, 8, 6}, rng, -2.f, 2.f), ours, theirs, &plain);
   ASSERT_FALSE(theirs.empty());
+  ASSERT_EQ(plain.size(), ours.size());
   std::vector<double> sorted = theirs;
   std::sort(sorted.begin(), sorted.end());
   double quantum = 1e300;
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i] > sorted[i - 1]) quantum = std::min(quantum, sorted[i] - sorted[i - 1]);
-  double max_diff = 0;
-  for (size_t i = 0; i < theirs.size(); ++i) max_diff = std::max(max_diff, std::fabs(ours[i] - theirs[i]));
-  EXPECT_LE(max_diff, 3 * quantum + 1e-6) << "quantum " << quantum;
+  double max_plain = 0, max_ort = 0;
+  size_t over_one = 0;
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    max_plain = std::max(max_plain, std::fabs(ours[i] - plain[i]));
+    const double d = std::fabs(ours[i] - theirs[i]);
+    max_ort = std::max(max_ort, d);
+    over_one += d > 1.5 * quantum;
+  }
+  EXPECT_LE(max_plain, quantum + 1e-6) << "against the unfused graph, quantum " << quantum;
+  EXPECT_LE(max_ort, 8 * quantum + 1e-6) << "against ONNX Runtime, quantum " << quantum;
+  EXPECT_LE(over_one, theirs.size() / 50) << "outputs more than one quantum from ONNX Runtime's";
 }
 
 }  // namespace
