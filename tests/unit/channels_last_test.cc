@@ -729,6 +729,50 @@ TEST(ChannelsLast, DetectorHeadRunsChannelsLast) {
   }
 }
 
+// A Resize given sizes joins the region when the graph declares its input's
+// channels (the sizes must keep them), its sizes permuted; without the declaration it
+// stays channels-first behind Transposes. Linear mode, so the twin's interpolation
+// runs over the channels-last axes.
+TEST(ChannelsLast, ResizeWithSizesKeepsTheChannels) {
+  for (bool declared : {true, false}) {
+    SCOPED_TRACE(declared ? "channels declared" : "no shape information");
+    std::mt19937 rng(16);
+    ir::Model m;
+    m.opsets[""] = 13;
+    auto& g = m.graph;
+    g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{1}, {3}, {8}, {6}}});
+    g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+    g.initializers["w1"] = RandomTensor({4, 3, 3, 3}, rng);
+    g.initializers["w2"] = RandomTensor({2, 4, 1, 1}, rng);
+    g.initializers["roi"] = Tensor(DType::kFloat32, {0});
+    g.initializers["no_scales"] = Tensor(DType::kFloat32, {0});
+    g.initializers["sizes"] = Tensor::FromVector<int64_t>({4}, {1, 4, 13, 9});
+    ir::Node c1 = MakeNode("c1", "Conv", {"x", "w1"}, {"a"});
+    c1.attributes["pads"] = Ints({1, 1, 1, 1});
+    g.nodes.push_back(c1);
+    ir::Node r = MakeNode("resize", "Resize", {"a", "roi", "no_scales", "sizes"}, {"up"});
+    r.attributes["mode"] = testing::String("linear");
+    g.nodes.push_back(r);
+    g.nodes.push_back(MakeNode("c2", "Conv", {"up", "w2"}, {"y"}));
+    if (declared) g.value_infos.push_back({"a", DType::kFloat32, std::vector<ir::Dim>{{1}, {4}, {8}, {6}}});
+    ir::Graph opt = g;
+    ASSERT_TRUE(rewrite::Optimize(opt, {}).ok());
+    EXPECT_EQ(Count(opt, "Transpose"), declared ? 2 : 4);
+    for (const auto& n : opt.nodes) {
+      if (n.op_type == "Resize" && declared) {
+        EXPECT_EQ(opt.initializers.at(n.inputs[3]).ToDoubles(), (std::vector<double>{1, 13, 9, 4}));
+      }
+    }
+    const TensorMap feeds{{"x", RandomTensor({1, 3, 8, 6}, rng)}};
+    const TensorMap want = RunModel(m, Plain(), feeds);
+    for (bool reference : {false, true}) {
+      SessionOptions o;
+      o.reference_only = reference;
+      ExpectClose(want.at("y"), RunModel(m, o, feeds).at("y"), reference ? "reference" : "fast");
+    }
+  }
+}
+
 // Quantized, the nearest Resize runs on the 8-bit data (DequantizeLinear -> Resize ->
 // QuantizeLinear with one scale and zero point is the Resize of the integers, exactly),
 // and the region still has Transposes only at its borders.
