@@ -26,10 +26,14 @@ using nlohmann::json;
 const fs::path kSource = SEQTO_SOURCE_DIR;
 
 // A short tuning job (ResNet, 300 test images, 4 candidates) with `threads` threads.
+// The load meter reads only once its measuring windows add up to 0.25 s
+// (OtherLoadMeter::kMinSeconds); at ~0.2 ms a run, 20 runs per model left the whole
+// job just under that, so the busy test sometimes saw no reading at all. 400 runs make
+// each model's measurement long enough on its own.
 json Config(const fs::path& out, int threads) {
   json c = FashionResnetTuneConfig(out);
   c["search"] = {{"strategy", "linear"}, {"threshold", -1}, {"max_candidates", 4}};
-  c["latency"] = {{"runs", 20}, {"warmup", 2}};
+  c["latency"] = {{"runs", 400}, {"warmup", 2}};
   c["threads"] = threads;
   return c;
 }
