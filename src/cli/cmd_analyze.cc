@@ -237,6 +237,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   j["sensitivity_samples"] = analysis->sensitivity_samples;
   j["full_output_sqnr_db"] = Num(analysis->full_output_sqnr_db);
   j["seconds"] = analysis->seconds;
+  j["stages"] = tune::AnalysisStagesJson(*analysis);
   j["groups"] = tune::AnalysisGroupsJson(*analysis);
   j["macs"] = plan->model_macs();
   j["macs_unknown_nodes"] = plan->macs_unknown_nodes();

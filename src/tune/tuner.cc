@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -131,6 +132,17 @@ json SearchOrderJson(const std::vector<quant::SearchStep>& steps) {
   json order = json::array();
   for (const auto& step : steps) order.push_back({{"name", step.group}, {"output_loss", NullIfNotFinite(step.loss)}});
   return order;
+}
+
+json AnalysisStagesJson(const quant::AnalysisResult& analysis) {
+  json stages = json::array();
+  for (const auto& s : analysis.stages)
+    stages.push_back({{"name", s.name},
+                      {"seconds", s.seconds},
+                      {"cpu_seconds", s.cpu_seconds},
+                      {"plans", s.plans},
+                      {"samples", s.samples}});
+  return stages;
 }
 
 Expected<std::shared_ptr<data::Dataset>> OpenSet(const DataSetConfig& set,
@@ -451,6 +463,17 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     aopts.threads = config.threads;
     say("analyzing " + std::to_string(groups.size()) + " groups on " + std::to_string(ranking.samples) + " samples");
     SEQTO_ASSIGN_OR_RETURN(quant::AnalysisResult analysis, quant::Analyze(plan, list, aopts));
+    {
+      std::string line = "analysis passes:";
+      for (const auto& st : analysis.stages) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " %s %.1f s (%zu plans x %zu samples),", st.name.c_str(), st.seconds, st.plans,
+                      st.samples);
+        line += buf;
+      }
+      line.pop_back();
+      say(line);
+    }
     json j;
     groups_json = AnalysisGroupsJson(analysis);
     j["groups"] = groups_json;
@@ -474,6 +497,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     // edited plans they measured.
     j["sensitivity_samples"] = analysis.sensitivity_samples;
     j["plan_evaluations"] = analysis.plan_evaluations;
+    j["stages"] = AnalysisStagesJson(analysis);
     SEQTO_RETURN_IF_ERROR(WriteJson(analysis_file, j));
   }
   if (order.size() != groups.size())

@@ -57,6 +57,8 @@ Expected<LoadedSet> LoadSamples(const std::shared_ptr<data::Dataset>& dataset, c
 // null where not measured), and a search's order ([{name, output_loss}]).
 nlohmann::json AnalysisGroupsJson(const quant::AnalysisResult& analysis);
 nlohmann::json SearchOrderJson(const std::vector<quant::SearchStep>& steps);
+// The analysis's passes: [{name, seconds, cpu_seconds, plans, samples}].
+nlohmann::json AnalysisStagesJson(const quant::AnalysisResult& analysis);
 
 struct TuneOptions {
   bool resume = false;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/npy.h"
 #include "eval/metrics.h"
@@ -185,6 +186,7 @@ TEST(Analysis, GreedyOrderMatchesABruteForceGreedyByHand) {
   o.threads = 2;
   o.greedy_steps = 3;
   o.backward = false;
+  o.search_candidates = 0;  // every group is a candidate
   auto a = Analyze(*f.plan, Batches({{0, 3}, {3, 8}}), o);
   ASSERT_TRUE(a.ok()) << a.error().message;
   ASSERT_EQ(a->greedy.size(), 3u);
@@ -210,8 +212,8 @@ TEST(Analysis, GreedyOrderMatchesABruteForceGreedyByHand) {
 }
 
 // Backward elimination redone by hand with Materialize: every round quantizes in turn
-// each group still float, the lowest output loss goes. With 7 steps the exact phase
-// starts at 14 groups left, so on ResNet's 13 every round takes one group.
+// each group still float, the lowest output loss goes. With 12 steps the exact phase
+// starts at 13 groups left, so on ResNet's 13 every round takes one group.
 TEST(Analysis, BackwardOrderMatchesABruteForceEliminationByHand) {
   Fixture& f = Get();
   const size_t n = f.plan->groups().size();
@@ -219,7 +221,8 @@ TEST(Analysis, BackwardOrderMatchesABruteForceEliminationByHand) {
   const double tol = 1e-9 + 1e-6 * HandLoss({});
   AnalysisOptions o;
   o.threads = 2;
-  o.greedy_steps = 7;
+  o.greedy_steps = 12;
+  o.search_candidates = 0;
   auto a = Analyze(*f.plan, Batches({{0, 8}}), o);
   ASSERT_TRUE(a.ok()) << a.error().message;
   ASSERT_EQ(a->backward.size(), n);
@@ -254,7 +257,8 @@ TEST(Analysis, BackwardTakesHalvesFarFromTheFront) {
   const size_t n = f.plan->groups().size();
   AnalysisOptions o;
   o.threads = 2;
-  o.greedy_steps = 2;  // exact phase from 4 groups left: 13 -> 7 -> 4 -> 3 -> 2 -> 1
+  o.greedy_steps = 2;  // exact phase from 3 groups left: 13 -> 7 -> 4 -> 3 -> 2 -> 1
+  o.search_candidates = 0;
   auto a = Analyze(*f.plan, Batches({{0, 8}}), o);
   ASSERT_TRUE(a.ok()) << a.error().message;
   ASSERT_EQ(a->backward.size(), n);
@@ -288,13 +292,74 @@ TEST(Analysis, BackwardTakesHalvesFarFromTheFront) {
   ExpectHandMinimum(hand, a->backward[3].group, a->backward[2].loss, 1e-9 + 1e-6 * HandLoss({}), "exact round 1");
 }
 
+// The searches choose among the groups with the largest isolated loss only: forward
+// selection is the brute-force greedy over those candidates, and backward
+// elimination quantizes every other group in its first round (least damaging
+// last in the order), then eliminates the candidates one by one.
+TEST(Analysis, SearchesChooseAmongTheCandidates) {
+  Fixture& f = Get();
+  const size_t n = f.plan->groups().size();
+  ASSERT_EQ(n, 13u);
+  const double tol = 1e-9 + 1e-6 * HandLoss({});
+  AnalysisOptions o;
+  o.threads = 2;
+  o.greedy_steps = 3;
+  o.search_candidates = 5;
+  auto a = Analyze(*f.plan, Batches({{0, 8}}), o);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  std::vector<std::pair<double, std::string>> iso;
+  for (const auto& g : a->groups) iso.push_back({g.sensitivity_isolated, g.name});
+  std::sort(iso.rbegin(), iso.rend());  // most damaging first
+  std::set<std::string> candidates;
+  for (size_t i = 0; i < 5; ++i) candidates.insert(iso[i].second);
+
+  ASSERT_EQ(a->greedy.size(), 3u);
+  std::set<std::string> reverted;
+  for (size_t step = 0; step < a->greedy.size(); ++step) {
+    std::map<std::string, double> hand;
+    for (const auto& name : candidates) {
+      if (reverted.count(name)) continue;
+      std::set<std::string> trial = reverted;
+      trial.insert(name);
+      hand[name] = HandLoss(trial);
+    }
+    ExpectHandMinimum(hand, a->greedy[step].group, a->greedy[step].loss, tol, "step " + std::to_string(step + 1));
+    reverted.insert(a->greedy[step].group);
+  }
+
+  ASSERT_EQ(a->backward.size(), n);
+  std::set<std::string> front;
+  for (size_t k = 0; k < 5; ++k) front.insert(a->backward[k].group);
+  EXPECT_EQ(front, candidates);
+  for (size_t k = 6; k <= n; ++k) {
+    EXPECT_EQ(a->backward[k - 1].group, iso[k - 1].second) << k;  // by isolated loss
+    if (k < n) {
+      EXPECT_TRUE(std::isnan(a->backward[k - 1].loss)) << k;
+    }
+  }
+  // One candidate per round from 4 float (greedy_steps + 1): positions 1-4 measured.
+  for (size_t k = 1; k <= 4; ++k) EXPECT_TRUE(std::isfinite(a->backward[k - 1].loss)) << k;
+  std::map<std::string, double> hand;
+  for (const auto& name : candidates) {
+    std::set<std::string> trial = candidates;
+    trial.erase(name);
+    hand[name] = HandLoss(trial);
+  }
+  ExpectHandMinimum(hand, a->backward[4].group, a->backward[3].loss, tol, "backward round 2");
+
+  // Isolated 13 + revert-one 13 + forward steps 2-3 (4 + 3) + backward 5 + 4 + 3 + 2.
+  EXPECT_EQ(a->plan_evaluations, 47u);
+}
+
 TEST(Analysis, SearchProgressCountsEveryRun) {
   Fixture& f = Get();
-  for (const auto& [steps, revert_one] : std::vector<std::pair<size_t, bool>>{{8, true}, {2, false}, {0, true}}) {
+  for (const auto& [steps, revert_one, pool] : std::vector<std::tuple<size_t, bool, size_t>>{
+           {8, true, 12}, {2, false, 12}, {0, true, 12}, {3, false, 5}, {8, true, 0}}) {
     AnalysisOptions o;
     o.threads = 2;
     o.greedy_steps = steps;
     o.revert_one = revert_one;
+    o.search_candidates = pool;
     size_t last_done = 0, last_total = 0, calls = 0;
     o.progress = [&](size_t done, size_t total) {
       EXPECT_LE(done, total);
@@ -325,6 +390,7 @@ TEST(Analysis, GreedyWithoutRevertOneAndToTheEnd) {
 
   // More steps than groups: every group once, ending at the float model (loss 0).
   o.greedy_steps = 1000;
+  o.search_candidates = 0;
   auto all = Analyze(*f.plan, Batches({{0, 8}}), o);
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->greedy.size(), f.plan->groups().size());

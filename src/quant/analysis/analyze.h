@@ -43,16 +43,22 @@ struct AnalysisOptions {
   // quantized model's output loss is largest (as NNCF does); 0: all samples.
   size_t worst_samples = 0;
   // With sensitivity: the depth of the interaction searches (0: neither runs).
-  // Forward selection takes this many steps; each evaluates every group not yet
-  // reverted (about steps * groups runs over the subset; the first step is free
-  // when the revert-one pass ran, as it measures the same plans). Backward
-  // elimination, while more than 2 * steps groups are left float, quantizes the
-  // least damaging half at once, then one group per step (at most about
-  // groups + 2 * steps^2 runs; its first round is the isolated pass). The default
-  // covers the first exclusions, where a ranking matters most to the tuner.
+  // Forward selection takes this many steps; each evaluates every candidate (see
+  // search_candidates) not yet reverted (the first step is free when the revert-one
+  // pass ran, as it measures the same plans). Backward elimination, while more than
+  // steps + 1 groups are left float, quantizes the least damaging half at once (never
+  // going below steps + 1), then one group per round, so its first `steps` positions
+  // are measured; its first round is the isolated pass. The default covers the first
+  // exclusions, where a ranking matters most to the tuner.
   size_t greedy_steps = 8;
   bool backward = true;  // with greedy_steps > 0: also backward elimination
-  int threads = 0;       // 0: all cores; groups are evaluated in parallel
+  // With greedy_steps > 0: both searches choose among the `search_candidates`
+  // groups with the largest isolated loss only (backward elimination quantizes the
+  // others in its first round); 0: among all groups. Forward selection then costs
+  // about steps * search_candidates runs and backward elimination about
+  // search_candidates + (steps + 1)^2 / 2, independent of the model's size.
+  size_t search_candidates = 12;
+  int threads = 0;  // 0: all cores; groups are evaluated in parallel
   // Sensitivity passes and searches evaluate edited plans incrementally
   // (quant/analysis/incremental.h): each round's base runs once per chunk of
   // `chunk_samples` samples, each plan only downstream of its change. false: every
@@ -98,6 +104,16 @@ struct SearchStep {
   double loss = 0;
 };
 
+// Where the analysis spent its time: one entry per pass (the SQNR pass, the isolated
+// pass, the fully quantized model, revert-one, the forward and backward searches).
+struct AnalysisStage {
+  std::string name;
+  double seconds = 0;      // wall time
+  double cpu_seconds = 0;  // CPU time of the whole process over the same span
+  size_t plans = 0;        // edited plans measured (the SQNR pass: the float and the QDQ model)
+  size_t samples = 0;      // samples each of them ran on
+};
+
 struct AnalysisResult {
   std::vector<GroupAnalysis> groups;  // in the plan's group order
   double full_output_loss = 0;        // loss of the fully quantized model
@@ -119,6 +135,7 @@ struct AnalysisResult {
   // quantized at once; 0 at the last, all reverted). Empty when it did not run.
   std::vector<SearchStep> backward;
   double seconds = 0;  // wall time of the analysis
+  std::vector<AnalysisStage> stages;
 };
 
 // The output loss used by sensitivity: sum ||ref - cand||^2 / sum ||ref||^2 over all
