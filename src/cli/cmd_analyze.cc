@@ -42,6 +42,7 @@ struct AnalyzeArgs {
   bool no_sensitivity = false, no_backward = false;
   size_t calib_samples = 256, samples = 256, eval_samples = 0, worst_samples = 0, batch = 64;
   size_t greedy_steps = quant::AnalysisOptions{}.greedy_steps;
+  size_t search_candidates = quant::AnalysisOptions{}.search_candidates;
   uint64_t seed = 0;
   int threads = 0;
 };
@@ -165,6 +166,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   aopts.sensitivity = !a.no_sensitivity;
   aopts.worst_samples = a.worst_samples;
   aopts.greedy_steps = a.greedy_steps;
+  aopts.search_candidates = a.search_candidates;
   aopts.backward = !a.no_backward;
   aopts.threads = a.threads;
   // A bar on a terminal; plain lines (about every tenth of the work) otherwise.
@@ -322,6 +324,8 @@ void AddAnalyzeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--worst-samples", a->worst_samples, "Sensitivity on the N samples the full quantization hurts most");
   cmd->add_option("--greedy-steps", a->greedy_steps,
                   "Depth of the interaction searches at the output (about N runs per group; 0: none; default 8)");
+  cmd->add_option("--search-candidates", a->search_candidates,
+                  "The searches choose among the N groups with the largest isolated loss (0: all; default 12)");
   cmd->add_flag("--no-backward", a->no_backward, "Skip the backward-elimination search");
   cmd->add_option(
          "--compare-rankers", a->compare,
