@@ -66,7 +66,7 @@ bool IsQdq(const ir::Model& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  UsePassiveThreadWaits(argv);  // as the seqto executable does
+  ChooseThreadWaits(argv);  // as the seqto executable does
   CLI::App app{"Latency of seqto's engine against ONNX Runtime on the benchmark CNNs (median of R runs)"};
   int runs = 10, warmup = 2;
   std::string models_dir = SEQTO_BENCH_MODELS_DIR, models = "resnet50,mobilenetv2,resnet50_qdq,mobilenetv2_qdq",

@@ -12,7 +12,9 @@
 // to the idle 1-thread median. ONNX Runtime (tools/ort/ort_run.js, as engine_vs_ort
 // runs it) is measured under the same conditions for comparison. The target is a
 // ratio <= 1.3 at 1 and at 2 threads: worker threads must not spin on a core the other
-// process needs (core/parallel.h, UsePassiveThreadWaits). "other cores" is the CPU
+// process needs (core/parallel.h, ChooseThreadWaits: started on a busy machine they
+// sleep at once; started on an idle one, as here, they spin 50 us per wait, and the
+// loaded rows measure what a load that comes later costs). "other cores" is the CPU
 // other processes took during the loaded measurement (OtherLoadMeter): about 1.0 when
 // the hog ran alone, more when the machine was busy anyway.
 #include <signal.h>
@@ -140,7 +142,7 @@ Expected<runtime::TensorMap> RandomInputs(const ir::Model& model, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
-  UsePassiveThreadWaits(argv);  // as the seqto executable does
+  ChooseThreadWaits(argv);  // as the seqto executable does
   CLI::App app{"Median latency idle and next to one CPU-bound process, seqto and ONNX Runtime"};
   std::vector<std::string> extra_models;
   std::string models_dir = SEQTO_BENCH_MODELS_DIR, models = "mobilenetv2,resnet50,mobilenetv2_qdq,resnet50_qdq";

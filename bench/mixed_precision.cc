@@ -156,7 +156,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  UsePassiveThreadWaits(argv);  // as the seqto executable does
+  ChooseThreadWaits(argv);  // as the seqto executable does
   CLI::App app{"Latency of a damage linear sweep's candidates in seqto and ONNX Runtime, against the MAC bound"};
   Args a;
   a.timing.budget_s = 5;

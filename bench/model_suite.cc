@@ -245,7 +245,7 @@ nlohmann::json PrintTargets(const std::vector<Row>& rows, size_t missing_files) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  UsePassiveThreadWaits(argv);  // as the seqto executable does
+  ChooseThreadWaits(argv);  // as the seqto executable does
   CLI::App app{"seqto's engine against ONNX Runtime on a suite of real and realistic models (median of R runs)"};
   Config config;
   config.models_dir = SEQTO_BENCH_MODELS_DIR;

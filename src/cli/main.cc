@@ -10,7 +10,7 @@
 #include "core/parallel.h"
 
 int main(int argc, char** argv) {
-  seqto::UsePassiveThreadWaits(argv);  // before anything else: it may re-execute the program
+  seqto::ChooseThreadWaits(argv);  // before anything else: it may re-execute the program
   CLI::App app{"seqto: find the best selectively quantized version of an ONNX model"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "seqto 0.1.0");

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -62,15 +64,71 @@ Status CheckThreads(int64_t threads, const std::string& what) {
 
 // ---------------------------------------------------------------- waiting threads
 
-void UsePassiveThreadWaits(char** argv) {
-  // A user's own choice wins; after the re-exec the variable is set, so this
-  // also ends the recursion.
+namespace {
+
+// Runnable tasks of other processes, averaged over a few samples of the kernel's
+// count of runnable tasks (/proc/loadavg's fourth field, "running/total"), which
+// includes the thread that reads it. Negative when it cannot be read.
+double OtherRunnableTasks() {
+  constexpr int kSamples = 10;
+  double sum = 0;
+  for (int i = 0; i < kSamples; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+    std::ifstream in("/proc/loadavg");
+    double load1 = 0, load5 = 0, load15 = 0;
+    long running = 0;
+    if (!(in >> load1 >> load5 >> load15 >> running) || running < 1) return -1;
+    sum += static_cast<double>(running - 1);
+  }
+  return sum / kSamples;
+}
+
+// What libgomp does between two looks at the flag it waits on (its cpu_relax).
+inline void RelaxCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
+
+// Seconds one round of libgomp's spin takes: the fastest of a few timed loops of
+// the same shape (a relaxed load and RelaxCpu), so a preemption does not count.
+double SecondsPerSpinRound() {
+  constexpr int kRounds = 2000;
+  std::atomic<int> flag{0};
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRounds && flag.load(std::memory_order_relaxed) == 0; ++i) RelaxCpu();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRounds;
+    if (trial == 0 || s < best) best = s;
+  }
+  return best;
+}
+
+}  // namespace
+
+uint64_t SpinCountFor(double other_runnable, int available, int online, double seconds_per_round) {
+  if (other_runnable < 0 || LooksBusy(other_runnable, available, std::max(online, available))) return 0;
+  constexpr double kLibgompDefault = 300000;
+  const double rounds = seconds_per_round > 0 ? kSpinSeconds / seconds_per_round : kLibgompDefault;
+  return static_cast<uint64_t>(std::clamp(std::round(rounds), 1.0, kLibgompDefault));
+}
+
+void ChooseThreadWaits(char** argv) {
+  // A user's own choice wins; after the re-exec one of them is set, so this also
+  // ends the recursion.
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  if (setenv(kWaitPolicyEnv, kWaitPolicyValue, 0) != 0) return;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const uint64_t spin = SpinCountFor(OtherRunnableTasks(), AvailableCores(), online > 0 ? static_cast<int>(online) : 1,
+                                     SecondsPerSpinRound());
+  const char* name = spin > 0 ? "GOMP_SPINCOUNT" : "OMP_WAIT_POLICY";
+  if (setenv(name, spin > 0 ? std::to_string(spin).c_str() : "passive", 0) != 0) return;
   execv("/proc/self/exe", argv);
   // No /proc (or no exec): go on as we are, libgomp keeps its defaults. Children
   // started later need not see a setting this process does not have.
-  unsetenv(kWaitPolicyEnv);
+  unsetenv(name);
 }
 
 // ---------------------------------------------------------------- machine load

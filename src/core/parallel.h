@@ -39,21 +39,42 @@ Status CheckThreads(int64_t threads, const std::string& what);
 
 // ---------------------------------------------------------------- waiting threads
 
-// libgomp's worker threads spin (busy-wait, 300000 rounds by default) at the end of
-// each parallel region before they sleep. On a machine where other processes want
-// the cores, a spinning worker steals a core from them and from our own threads
-// that still have work: latencies measured that way grew from 4.5 ms to over 1 s.
-// libgomp reads its wait policy only once, in a library constructor that runs
-// before main(), so the policy cannot be changed from inside the process.
+// libgomp's worker threads spin (busy-wait) at the end of each parallel region
+// before they sleep: 300000 rounds by default, about 12 ms on a Sapphire Rapids
+// core (its `pause` takes 40 ns). A worker woken from sleep costs the next region
+// a futex wake-up, so spinning pays on an idle machine: int8 MobileNetV2, batch 1,
+// 2 threads on 2 cores, p50 1.8 ms spinning against 2.4-3.0 ms sleeping at once
+// (OMP_WAIT_POLICY=passive). But where other processes want the cores, a spinning
+// worker takes a core from them and from our own thread that still has work, and
+// every region pays the spin: the same model measured 10-60 ms with the default
+// spin count next to a compiler (4.5 ms models over 1 s), and still 2-3x the
+// passive p50 with only 1000 rounds (40 us). libgomp reads its wait settings only
+// once, in a library constructor that runs before main(), so they cannot change
+// while the process runs; they are chosen at start-up:
+// - the machine is idle (other processes' runnable tasks, sampled for a few ms,
+//   leave our cores free: LooksBusy): spin kSpinSeconds, which measured as fast
+//   as spinning without end (1000 rounds = 40 us already did), then sleep. The
+//   round count is calibrated, as `pause` takes 3 to 140 cycles by CPU. A load that
+//   starts later costs at most that spin per region.
+// - otherwise sleep at once (OMP_WAIT_POLICY=passive).
+// When our own threads outnumber the cores, libgomp itself cuts the spin to 100
+// rounds.
 //
 // Call first thing in main(). When the user set neither OMP_WAIT_POLICY nor
 // GOMP_SPINCOUNT, this re-executes the program (/proc/self/exe, same arguments) with
-// kWaitPolicyEnv set, so libgomp starts with it; a user's own setting is kept.
-// Returns when nothing had to change, or when the re-exec failed (then the program
-// goes on with libgomp's defaults). The process id stays the same.
-constexpr const char* kWaitPolicyEnv = "OMP_WAIT_POLICY";
-constexpr const char* kWaitPolicyValue = "passive";
-void UsePassiveThreadWaits(char** argv);
+// GOMP_SPINCOUNT or OMP_WAIT_POLICY=passive set, so libgomp starts with it; a user's
+// own setting is kept. Returns when nothing had to change, or when the re-exec
+// failed (then the program goes on with libgomp's defaults). The process id stays
+// the same.
+void ChooseThreadWaits(char** argv);
+
+constexpr double kSpinSeconds = 50e-6;
+// The GOMP_SPINCOUNT to start libgomp with (0: sleep at once): 0 when
+// `other_runnable` tasks of other processes (on average) would not leave the
+// `available` cores of this process free among the machine's `online` cores (or
+// when that is unknown: negative), else the rounds of `seconds_per_round` that
+// make kSpinSeconds, at least 1 and at most libgomp's default 300000.
+uint64_t SpinCountFor(double other_runnable, int available, int online, double seconds_per_round);
 
 // ---------------------------------------------------------------- machine load
 

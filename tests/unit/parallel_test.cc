@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -48,6 +49,27 @@ TEST(Threads, BusyWhenOthersNeedMoreThanTheFreeCores) {
   // More threads than cores leave none either.
   EXPECT_TRUE(LooksBusy(0.6, 8, 2));
   EXPECT_FALSE(LooksBusy(0.0, 8, 2));
+}
+
+TEST(Threads, SpinOnlyWhenOtherProcessesLeaveTheCoresFree) {
+  // 40 ns a round (a Sapphire Rapids `pause`): kSpinSeconds is 1250 rounds.
+  constexpr double kRound = 40e-9;
+  const auto rounds = static_cast<uint64_t>(std::round(kSpinSeconds / kRound));
+  EXPECT_EQ(SpinCountFor(0.0, 2, 2, kRound), rounds);
+  EXPECT_EQ(SpinCountFor(0.4, 2, 2, kRound), rounds);
+  // Another process wants one of our 2 cores: sleep at once.
+  EXPECT_EQ(SpinCountFor(0.6, 2, 2, kRound), 0u);
+  EXPECT_EQ(SpinCountFor(1.0, 2, 2, kRound), 0u);
+  // Unknown load: sleep at once.
+  EXPECT_EQ(SpinCountFor(-1.0, 2, 2, kRound), 0u);
+  // Restricted to 2 of 16 cores: others may run on the 14 we do not use.
+  EXPECT_EQ(SpinCountFor(14.0, 2, 16, kRound), rounds);
+  EXPECT_EQ(SpinCountFor(15.0, 2, 16, kRound), 0u);
+  // The spin lasts kSpinSeconds whatever a round costs, within 1 and libgomp's default.
+  EXPECT_EQ(SpinCountFor(0.0, 2, 2, 4e-9), static_cast<uint64_t>(std::round(kSpinSeconds / 4e-9)));
+  EXPECT_EQ(SpinCountFor(0.0, 2, 2, 1.0), 1u);
+  EXPECT_EQ(SpinCountFor(0.0, 2, 2, 1e-12), 300000u);
+  EXPECT_EQ(SpinCountFor(0.0, 2, 2, 0.0), 300000u);
 }
 
 // utime + stime of a process in seconds (/proc/PID/stat fields 14 and 15).
