@@ -42,15 +42,17 @@ Status CheckThreads(int64_t threads, const std::string& what);
 // libgomp's worker threads spin (busy-wait) at the end of each parallel region
 // before they sleep: 300000 rounds by default, about 12 ms on a Sapphire Rapids
 // core (its `pause` takes 40 ns). A worker woken from sleep costs the next region
-// a futex wake-up, so spinning pays on an idle machine: int8 MobileNetV2, batch 1,
-// 2 threads on 2 cores, p50 1.8 ms spinning against 2.4-3.0 ms sleeping at once
-// (OMP_WAIT_POLICY=passive). But where other processes want the cores, a spinning
-// worker takes a core from them and from our own thread that still has work, and
-// every region pays the spin: the same model measured 10-60 ms with the default
-// spin count next to a compiler (4.5 ms models over 1 s), and still 2-3x the
-// passive p50 with only 1000 rounds (40 us). libgomp reads its wait settings only
-// once, in a library constructor that runs before main(), so they cannot change
-// while the process runs; they are chosen at start-up:
+// a futex wake-up, so spinning pays on an idle machine: MobileNetV2, batch 1, 2
+// threads on 2 cores, p50 1.9 ms int8 and 3.6 ms float spinning 50 us against 2.4
+// and 4.1 ms sleeping at once (OMP_WAIT_POLICY=passive), as fast as spinning without
+// end (idle emulated on a busy machine by running the benchmark SCHED_FIFO). But
+// where other processes want the cores, a spinning worker takes a core from them
+// and from our own thread that still has work, and every region pays the spin: the
+// same model measured 10-60 ms with the default spin count next to a compiler (4.5
+// ms models over 1 s), and still 1.8-2.5x the passive p50 spinning 40-50 us.
+// libgomp reads its wait settings only once, in a library constructor that runs
+// before main(), so they cannot change while the process runs; they are chosen at
+// start-up:
 // - the machine is idle (other processes' runnable tasks, sampled for a few ms,
 //   leave our cores free: LooksBusy): spin kSpinSeconds, which measured as fast
 //   as spinning without end (1000 rounds = 40 us already did), then sleep. The
