@@ -13,7 +13,7 @@
 // runs it) is measured under the same conditions for comparison. The target is a
 // ratio <= 1.3 at 1 and at 2 threads: worker threads must not spin on a core the other
 // process needs (core/parallel.h, ChooseThreadWaits: started on a busy machine they
-// sleep at once; started on an idle one, as here, they spin 50 us per wait, and the
+// sleep at once; started on an idle one, as here, they spin 20-50 us per wait, and the
 // loaded rows measure what a load that comes later costs). "other cores" is the CPU
 // other processes took during the loaded measurement (OtherLoadMeter): about 1.0 when
 // the hog ran alone, more when the machine was busy anyway.

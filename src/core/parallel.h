@@ -40,24 +40,27 @@ Status CheckThreads(int64_t threads, const std::string& what);
 // ---------------------------------------------------------------- waiting threads
 
 // libgomp's worker threads spin (busy-wait) at the end of each parallel region
-// before they sleep: 300000 rounds by default, about 12 ms on a Sapphire Rapids
-// core (its `pause` takes 40 ns). A worker woken from sleep costs the next region
+// before they sleep: 300000 rounds by default, 5-12 ms on this Sapphire Rapids
+// VM (a round, `pause`, took 16-44 ns). A worker woken from sleep costs the next region
 // a futex wake-up, so spinning pays on an idle machine: MobileNetV2, batch 1, 2
-// threads on 2 cores, p50 1.9 ms int8 and 3.6 ms float spinning 50 us against 2.4
+// threads on 2 cores, p50 1.9 ms int8 and 3.6 ms float spinning 1250 rounds against 2.4
 // and 4.1 ms sleeping at once (OMP_WAIT_POLICY=passive), as fast as spinning without
 // end (idle emulated on a busy machine by running the benchmark SCHED_FIFO). But
 // where other processes want the cores, a spinning worker takes a core from them
 // and from our own thread that still has work, and every region pays the spin: the
 // same model measured 10-60 ms with the default spin count next to a compiler (4.5
-// ms models over 1 s), and still 1.8-2.5x the passive p50 spinning 40-50 us.
+// ms models over 1 s), still 1.8-2.5x the passive p50 with 1000-1250 rounds and
+// 5-10x with 3000.
 // libgomp reads its wait settings only once, in a library constructor that runs
 // before main(), so they cannot change while the process runs; they are chosen at
 // start-up:
 // - the machine is idle (other processes' runnable tasks, sampled for a few ms,
-//   leave our cores free: LooksBusy): spin kSpinSeconds, which measured as fast
-//   as spinning without end (1000 rounds = 40 us already did), then sleep. The
-//   round count is calibrated, as `pause` takes 3 to 140 cycles by CPU. A load that
-//   starts later costs at most that spin per region.
+//   leave our cores free: LooksBusy): spin kSpinSeconds, then sleep. The rounds
+//   are calibrated on the fastest round measured (`pause` takes 3 to 140 cycles by
+//   CPU), 1250 rounds here; a round in libgomp's loop takes 1-3x that, so the spin
+//   lasts 20-50 us, as fast as spinning without end (1000 rounds already were),
+//   and as short as that allows: a load that starts later costs the spin per
+//   region.
 // - otherwise sleep at once (OMP_WAIT_POLICY=passive).
 // When our own threads outnumber the cores, libgomp itself cuts the spin to 100
 // rounds.
@@ -70,7 +73,7 @@ Status CheckThreads(int64_t threads, const std::string& what);
 // the same.
 void ChooseThreadWaits(char** argv);
 
-constexpr double kSpinSeconds = 50e-6;
+constexpr double kSpinSeconds = 20e-6;
 // The GOMP_SPINCOUNT to start libgomp with (0: sleep at once): 0 when
 // `other_runnable` tasks of other processes (on average) would not leave the
 // `available` cores of this process free among the machine's `online` cores (or

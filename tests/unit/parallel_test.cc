@@ -52,8 +52,8 @@ TEST(Threads, BusyWhenOthersNeedMoreThanTheFreeCores) {
 }
 
 TEST(Threads, SpinOnlyWhenOtherProcessesLeaveTheCoresFree) {
-  // 40 ns a round (a Sapphire Rapids `pause`): kSpinSeconds is 1250 rounds.
-  constexpr double kRound = 40e-9;
+  // 16 ns a round (a Sapphire Rapids `pause`): kSpinSeconds is 1250 rounds.
+  constexpr double kRound = 16e-9;
   const auto rounds = static_cast<uint64_t>(std::round(kSpinSeconds / kRound));
   EXPECT_EQ(SpinCountFor(0.0, 2, 2, kRound), rounds);
   EXPECT_EQ(SpinCountFor(0.4, 2, 2, kRound), rounds);
