@@ -127,17 +127,8 @@ struct Activation {
 
 class QdqFuser {
  public:
-  QdqFuser(const ir::Graph& g, const OptimizeOptions& options) : g_(g), options_(options), uses_(g) {
-    for (const auto& [name, t] : g.initializers) constants_[name] = t;
-    for (const auto& n : g.nodes) {
-      if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.size() != 1) continue;
-      auto it = n.attributes.find("value");
-      if (it != n.attributes.end() && it->second.type == ir::Attribute::Type::kTensor && it->second.t.defined())
-        constants_[n.outputs[0]] = it->second.t;
-      it = n.attributes.find("value_float");
-      if (it != n.attributes.end() && it->second.type == ir::Attribute::Type::kFloat)
-        constants_[n.outputs[0]] = Tensor::Scalar<float>(it->second.f);
-    }
+  QdqFuser(const ir::Graph& g, const OptimizeOptions& options)
+      : g_(g), options_(options), uses_(g), constants_(ConstantValues(g)) {
     for (const auto& [name, t] : g.initializers) names_.insert(name);
     for (const auto& in : g.inputs) names_.insert(in.name);
     for (const auto& n : g.nodes)

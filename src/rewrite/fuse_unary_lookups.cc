@@ -85,15 +85,8 @@ const std::set<std::string>& BinaryOps() {
 
 class LookupFuser {
  public:
-  LookupFuser(const ir::Graph& g, const OptimizeOptions& options) : g_(g), options_(options), uses_(g) {
-    for (const auto& [name, t] : g.initializers) constants_[name] = t;
-    for (const auto& n : g.nodes) {
-      if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.size() != 1) continue;
-      auto it = n.attributes.find("value");
-      if (it != n.attributes.end() && it->second.type == ir::Attribute::Type::kTensor && it->second.t.defined())
-        constants_[n.outputs[0]] = it->second.t;
-    }
-  }
+  LookupFuser(const ir::Graph& g, const OptimizeOptions& options)
+      : g_(g), options_(options), uses_(g), constants_(ConstantValues(g)) {}
 
   GraphPatch Run() {
     std::vector<std::string> roots;

@@ -67,4 +67,18 @@ bool UseMap::SingleUse(const std::string& value) const {
   return it != consumers.end() && it->second.size() == 1 && !graph_outputs.count(value);
 }
 
+std::map<std::string, Tensor> ConstantValues(const ir::Graph& graph) {
+  std::map<std::string, Tensor> constants(graph.initializers.begin(), graph.initializers.end());
+  for (const auto& n : graph.nodes) {
+    if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.size() != 1) continue;
+    auto it = n.attributes.find("value");
+    if (it != n.attributes.end() && it->second.type == ir::Attribute::Type::kTensor && it->second.t.defined())
+      constants[n.outputs[0]] = it->second.t;
+    it = n.attributes.find("value_float");
+    if (it != n.attributes.end() && it->second.type == ir::Attribute::Type::kFloat)
+      constants[n.outputs[0]] = Tensor::Scalar<float>(it->second.f);
+  }
+  return constants;
+}
+
 }  // namespace seqto::rewrite

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/tensor.h"
 #include "ir/graph.h"
 
 namespace seqto::rewrite {
@@ -53,5 +54,9 @@ struct UseMap {
   // True when `value` is read by exactly one node and is not a graph output.
   bool SingleUse(const std::string& value) const;
 };
+
+// The values a graph holds as constants: its initializers and the outputs of its
+// ai.onnx Constant nodes (`value`, or `value_float` as a scalar), by value name.
+std::map<std::string, Tensor> ConstantValues(const ir::Graph& graph);
 
 }  // namespace seqto::rewrite
