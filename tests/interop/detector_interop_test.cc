@@ -17,12 +17,11 @@
 #include <random>
 
 #include "onnxio/model_io.h"
-#include "quant/calib/calibrate.h"
-#include "quant/quantize.h"
 #include "rewrite/passes.h"
 #include "runtime/session.h"
 #include "support/ort_oracle.h"
 #include "support/test_models.h"
+#include "support/test_quantize.h"
 
 namespace seqto {
 namespace {
@@ -77,36 +76,15 @@ TEST(DetectorInterop, FloatHeadMatchesOrt) {
 
 TEST(DetectorInterop, QuantizedHeadMatchesOrt) {
   std::mt19937 rng(22);
-  auto prepared = quant::QuantPlan::Prepare(testing::DetectorHeadModel(rng));
-  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
-  quant::QuantOptions o;
-  o.per_channel = true;
-  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, o);
-  ASSERT_TRUE(tensors.ok()) << tensors.error().message;
+  const ir::Model model = testing::DetectorHeadModel(rng);
   const Tensor calib = testing::RandomTensor({8, 3, 8, 6}, rng, -2.f, 2.f);
-  bool fed = false;
-  quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
-    if (fed) return false;
-    feeds["x"] = calib;
-    return fed = true;
-  };
-  auto stats = quant::Calibrate(*prepared, *tensors, source, o.calibration_options);
-  ASSERT_TRUE(stats.ok()) << stats.error().message;
-  auto ranges = stats->Ranges(o.calibration);
-  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
-  auto plan = quant::QuantPlan::Create(*prepared, o, &*ranges);
-  ASSERT_TRUE(plan.ok()) << plan.error().message;
-  auto q = plan->Materialize({});
+  auto q = testing::QuantizeForTest(model, calib);
   ASSERT_TRUE(q.ok()) << q.error().message;
   std::vector<double> ours, theirs, plain;
   RunBoth(*q, testing::RandomTensor({2, 3, 8, 6}, rng, -2.f, 2.f), ours, theirs, &plain);
   ASSERT_FALSE(theirs.empty());
   ASSERT_EQ(plain.size(), ours.size());
-  std::vector<double> sorted = theirs;
-  std::sort(sorted.begin(), sorted.end());
-  double quantum = 1e300;
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i] > sorted[i - 1]) quantum = std::min(quantum, sorted[i] - sorted[i - 1]);
+  const double quantum = testing::SmallestGap(theirs);
   double max_plain = 0, max_ort = 0;
   size_t over_one = 0;
   for (size_t i = 0; i < theirs.size(); ++i) {
