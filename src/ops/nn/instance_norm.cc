@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/nn/moments.h"
 #include "ops/reduce/reduce_util.h"
 #include "ops/registry.h"
 #include "ops/util.h"
@@ -20,17 +21,9 @@ void InstanceNormKernel(const T* x, int64_t n, int64_t c, int64_t hw, const std:
       const int64_t ch = blk % c;
       const T* p = x + blk * hw;
       T* q = y + blk * hw;
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < hw; ++i) s += static_cast<double>(p[i]);
-      const double mean = s / static_cast<double>(hw);
-      double v = 0;
-#pragma omp simd reduction(+ : v)
-      for (int64_t i = 0; i < hw; ++i) {
-        const double d = static_cast<double>(p[i]) - mean;
-        v += d * d;
-      }
-      const double a = scale[ch] / std::sqrt(v / static_cast<double>(hw) + eps);
+      double mean = 0, variance = 0;
+      RowMoments(p, hw, mean, variance);
+      const double a = scale[ch] / std::sqrt(variance + eps);
       const T mt = static_cast<T>(mean), at = static_cast<T>(a), bt = static_cast<T>(bias[ch]);
 #pragma omp simd
       for (int64_t i = 0; i < hw; ++i) q[i] = (p[i] - mt) * at + bt;  // mean first: no cancellation

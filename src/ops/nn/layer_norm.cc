@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/nn/moments.h"
 #include "ops/reduce/reduce_util.h"
 #include "ops/registry.h"
 #include "ops/util.h"
@@ -68,17 +69,9 @@ Expected<std::vector<double>> ExpandToRow(const Tensor& t, const Shape& row, int
 template <typename T>
 SEQTO_WIDE_CLONES void LayerNormRow(const T* p, T* q, int64_t d, const T* sp, const T* bp, double eps, double& mean_out,
                                     double& inv_out) {
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < d; ++i) s += static_cast<double>(p[i]);
-  const double mean = s / static_cast<double>(d);
-  double v = 0;
-#pragma omp simd reduction(+ : v)
-  for (int64_t i = 0; i < d; ++i) {
-    const double dev = static_cast<double>(p[i]) - mean;
-    v += dev * dev;
-  }
-  const double inv = 1.0 / std::sqrt(v / static_cast<double>(d) + eps);
+  double mean = 0, variance = 0;
+  RowMoments(p, d, mean, variance);
+  const double inv = 1.0 / std::sqrt(variance + eps);
   mean_out = mean;
   inv_out = inv;
   const T mt = static_cast<T>(mean), it = static_cast<T>(inv);
