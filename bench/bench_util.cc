@@ -14,6 +14,8 @@
 #include <cstring>
 #include <random>
 
+#include "support/ort_oracle.h"
+
 extern char** environ;
 
 namespace seqto::bench {
@@ -59,6 +61,48 @@ Expected<LatencyStats> TimeSeqto(const ir::Model& model, const runtime::TensorMa
   }
   return Summarize(times);
 }
+
+PairTime TimePair(const ir::Model& model, const std::string& path, const runtime::TensorMap& inputs, int threads,
+                  const Timing& timing, bool with_ort, bool ort_first) {
+  PairTime t;
+  int warmup_done = timing.warmup;
+  auto time_seqto = [&] {
+    auto ours = TimeSeqto(model, inputs, threads, timing, true, &warmup_done);
+    if (ours) {
+      t.seqto_ms = ours->p50;
+      t.runs = ours->runs;
+    } else {
+      t.error += (t.error.empty() ? "seqto: " : "; seqto: ") + ours.error().message;
+    }
+  };
+  auto time_ort = [&] {
+    testing::OrtOptions options;
+    options.threads = threads;
+    // As many runs as the budget gave seqto, when seqto ran first (both runtimes get
+    // the same counts); otherwise the configured ones.
+    auto ort = testing::OrtBenchmark(path, inputs, t.runs > 0 ? t.runs : timing.runs, warmup_done, options);
+    if (ort) {
+      t.ort_ms = ort->p50;
+      if (t.runs == 0) t.runs = ort->runs;
+    } else {
+      t.error += (t.error.empty() ? "ort: " : "; ort: ") + ort.error().message;
+    }
+  };
+  if (with_ort && ort_first) time_ort();
+  time_seqto();
+  if (with_ort && !ort_first) time_ort();
+  return t;
+}
+
+std::string Rounds::Spread() const {
+  if (values.size() < 2) return "";
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f-%.2f", *lo, *hi);
+  return buf;
+}
+
+nlohmann::json Rounds::Json() const { return values; }
 
 Tensor RandomInput(const Shape& shape, unsigned seed) {
   Tensor input(DType::kFloat32, shape);

@@ -44,6 +44,38 @@ struct Timing {
 Expected<LatencyStats> TimeSeqto(const ir::Model& model, const runtime::TensorMap& inputs, int threads,
                                  const Timing& timing, bool optimize = true, int* warmup_done = nullptr);
 
+double Median(std::vector<double> values);  // NaN for none
+
+// One round's latency of one model file in both runtimes: seqto's engine
+// (TimeSeqto) and ONNX Runtime (the file at `path`, as many timed runs and warm-ups
+// as seqto got). `ort_first` times ONNX Runtime first: the programs alternate the
+// order between rounds so that a load that grows or fades during a round does not
+// always favour the same runtime. A failure leaves that runtime's ms at -1 and says
+// why in `error`.
+struct PairTime {
+  double seqto_ms = -1, ort_ms = -1;
+  int runs = 0;
+  std::string error;
+};
+PairTime TimePair(const ir::Model& model, const std::string& path, const runtime::TensorMap& inputs, int threads,
+                  const Timing& timing, bool with_ort, bool ort_first);
+
+// The values one quantity took over interleaved measurement rounds (a latency, or a
+// ratio of two latencies of the same round). This machine's load drifts by tens of
+// percent within minutes, so the programs report the median over rounds, and the
+// spread, rather than one pass: a ratio of two runtimes measured in the same round
+// shares that round's load.
+struct Rounds {
+  std::vector<double> values;  // measured rounds only
+  void Add(double v) {
+    if (v > 0 && std::isfinite(v)) values.push_back(v);
+  }
+  double median() const { return values.empty() ? -1 : Median(values); }
+  // "0.81-0.93" (min-max over the rounds), "" with fewer than two rounds.
+  std::string Spread() const;
+  nlohmann::json Json() const;  // the per-round values
+};
+
 // Uniform random float32 in [-1, 1] with a fixed seed: the same input for every runtime.
 Tensor RandomInput(const Shape& shape, unsigned seed = 42);
 
@@ -57,7 +89,6 @@ std::string Fmt(double ms);
 std::string Ratio(double a, double b, const char* suffix = "");
 // A measured value or JSON null (negative: not measured).
 nlohmann::json JsonMs(double ms);
-double Median(std::vector<double> values);  // NaN for none
 
 // Runs a program (argv[0] a path) to its end with stdin from /dev/null; returns its
 // exit code and its stdout and stderr together.

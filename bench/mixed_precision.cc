@@ -2,7 +2,7 @@
 //
 //   mixed_precision MODEL.onnx --data D [--preprocess P] [--samples S] [--calib-samples C] [--per-channel]
 //                   [--greedy-steps G] [--analysis F] [--ks 0,1,2,4,8,16,n] [--batches 1,16] [--threads 1,2] [--runs R]
-//                   [--warmup W] [--budget S] [--work-dir DIR] [--quick] [--no-ort] [--json F]
+//                   [--rounds N] [--warmup W] [--budget S] [--work-dir DIR] [--quick] [--no-ort] [--json F]
 //
 // Issue 13, point 1. `seqto analyze` ranks the float model's quantization groups
 // (the `damage` order, on --samples of --data); `seqto quantize --exclude` makes the
@@ -13,8 +13,10 @@
 //   int8_ms + (float_ms - int8_ms) * (share of the model's MACs in the excluded groups) + 0.1 * float_ms
 // where float_ms and int8_ms are seqto's own latencies of the float model and of k = 0.
 // The MACs (multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul at batch 1,
-// quant/macs.h) of the model and of each group come from the analysis JSON. Prints per k: seqto ms, ORT ms, the bound,
-// seqto/ORT and seqto/bound, then one line per target (seqto/bound <= 1.0 and seqto/ORT <= 0.9 on every row).
+// quant/macs.h) of the model and of each group come from the analysis JSON. Each batch and thread count is timed in
+// --rounds interleaved rounds (every file, both runtimes, the order alternating between rounds). Prints per k the
+// medians over the rounds of: seqto ms, ORT ms, the bound, and the same-round ratios seqto/ORT and seqto/bound (with
+// their spread), then one line per target (seqto/bound <= 1.0 and seqto/ORT <= 0.9 on every row).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
@@ -47,6 +49,7 @@ struct Args {
                                                                  threads = "1,2";
   size_t samples = 64, calib_samples = 64, greedy_steps = 8;
   bool per_channel = false, quick = false, no_ort = false;
+  int rounds = 3;
   bench::Timing timing;
 };
 
@@ -62,8 +65,19 @@ struct Row {
   size_t k = 0;
   double mac_share = 0;
   int batch = 0, threads = 0;
-  double seqto_ms = -1, ort_ms = -1, bound_ms = -1;
+  // Medians over the rounds: latencies, the bound (from the round's own float and
+  // k = 0 times) and the same-round ratios; -1 where not measured.
+  double seqto_ms = -1, ort_ms = -1, bound_ms = -1, vs_ort = -1, vs_bound = -1;
+  bench::Rounds seqto_rounds, ort_rounds, bound_rounds, vs_ort_rounds, vs_bound_rounds;
   std::string error;
+
+  void Finish() {
+    seqto_ms = seqto_rounds.median();
+    ort_ms = ort_rounds.median();
+    bound_ms = bound_rounds.median();
+    vs_ort = vs_ort_rounds.median();
+    vs_bound = vs_bound_rounds.median();
+  }
 };
 
 // Runs a seqto subcommand; on failure the error carries its last output line.
@@ -103,10 +117,10 @@ Expected<std::vector<size_t>> ParseKs(const std::string& text, size_t n) {
 void PrintRow(const Row& r) {
   char share[16] = "";
   if (r.label != "float") std::snprintf(share, sizeof share, r.mac_share < 0 ? "unknown" : "%.1f%%", 100 * r.mac_share);
-  std::printf("%-7s %9s %5d %7d %10s %10s %10s %9s %11s%s%s\n", r.label.c_str(), share, r.batch, r.threads,
+  std::printf("%-7s %9s %5d %7d %10s %10s %10s %9s %11s %11s %11s%s%s\n", r.label.c_str(), share, r.batch, r.threads,
               bench::Fmt(r.seqto_ms).c_str(), bench::Fmt(r.ort_ms).c_str(), bench::Fmt(r.bound_ms).c_str(),
-              bench::Ratio(r.seqto_ms, r.ort_ms).c_str(), bench::Ratio(r.seqto_ms, r.bound_ms).c_str(),
-              r.error.empty() ? "" : "   ", r.error.c_str());
+              bench::Ratio(r.vs_ort, 1).c_str(), r.vs_ort_rounds.Spread().c_str(), bench::Ratio(r.vs_bound, 1).c_str(),
+              r.vs_bound_rounds.Spread().c_str(), r.error.empty() ? "" : "   ", r.error.c_str());
   std::fflush(stdout);
 }
 
@@ -117,14 +131,13 @@ nlohmann::json PrintTargets(const std::vector<Row>& rows) {
   auto name = [](const Row& r) { return r.label + " b" + std::to_string(r.batch) + " t" + std::to_string(r.threads); };
   for (const Row& r : rows) {
     if (r.label == "float") continue;
-    if (r.seqto_ms > 0 && r.bound_ms > 0) {
+    if (r.vs_bound > 0) {
       ++bound_rows;
-      if (r.seqto_ms / r.bound_ms > kBoundTarget)
-        over_bound.push_back(name(r) + " " + bench::Ratio(r.seqto_ms, r.bound_ms));
+      if (r.vs_bound > kBoundTarget) over_bound.push_back(name(r) + " " + bench::Ratio(r.vs_bound, 1));
     }
-    if (r.seqto_ms > 0 && r.ort_ms > 0) {
+    if (r.vs_ort > 0) {
       ++ort_rows;
-      if (r.seqto_ms / r.ort_ms > kOrtTarget) over_ort.push_back(name(r) + " " + bench::Ratio(r.seqto_ms, r.ort_ms));
+      if (r.vs_ort > kOrtTarget) over_ort.push_back(name(r) + " " + bench::Ratio(r.vs_ort, 1));
     }
   }
   auto line = [](const char* what, double target, size_t measured, const std::vector<std::string>& over) {
@@ -176,6 +189,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", a.threads, "Comma-separated thread counts (default 1,2)");
   app.add_option("--runs", a.timing.runs, "Timed runs per measurement at most (default 10; 3 with --quick)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", a.rounds,
+                 "Interleaved rounds: every file of one batch and thread count is timed once per round in both "
+                 "runtimes; rows show medians over rounds of same-round ratios, and their spread (default 3; 1 with "
+                 "--quick)")
+      ->check(CLI::Range(1, 100));
   app.add_option("--warmup", a.timing.warmup, "Untimed runs before timing (default 2; 1 with --quick)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--budget", a.timing.budget_s,
@@ -189,6 +207,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (a.quick) {
     if (app.count("--runs") == 0) a.timing.runs = 3;
+    if (app.count("--rounds") == 0) a.rounds = 1;
     if (app.count("--warmup") == 0) a.timing.warmup = 1;
     if (app.count("--batches") == 0) a.batches = "1";
     if (app.count("--samples") == 0) a.samples = 16;
@@ -284,10 +303,12 @@ int main(int argc, char** argv) {
 
   std::printf(
       "\nseqto vs ONNX Runtime on the candidates, median latency (ms per batch) of up to %d runs (%.0f s budget) "
-      "after %d warm-up%s;\nbound = int8 + (float - int8) * MAC share + 0.1 * float, with seqto's float and k=0 ms\n",
-      a.timing.runs, a.timing.budget_s, a.timing.warmup, a.timing.warmup == 1 ? "" : "s");
-  std::printf("%-7s %9s %5s %7s %10s %10s %10s %9s %11s\n", "k", "MAC share", "batch", "threads", "seqto ms", "ort ms",
-              "bound ms", "seqto/ort", "seqto/bound");
+      "after %d warm-up%s, median over %d interleaved round%s;\nbound = int8 + (float - int8) * MAC share + 0.1 * "
+      "float, with seqto's float and k=0 ms of the same round\n",
+      a.timing.runs, a.timing.budget_s, a.timing.warmup, a.timing.warmup == 1 ? "" : "s", a.rounds,
+      a.rounds == 1 ? "" : "s");
+  std::printf("%-7s %9s %5s %7s %10s %10s %10s %9s %11s %11s %11s\n", "k", "MAC share", "batch", "threads", "seqto ms",
+              "ort ms", "bound ms", "seqto/ort", "(spread)", "seqto/bound", "(spread)");
   std::vector<ir::Model> models;
   for (const Candidate& c : candidates) {
     auto m = onnxio::LoadModel(c.path);
@@ -296,57 +317,62 @@ int main(int argc, char** argv) {
   }
   std::vector<Row> rows;
   bool failed = false;
-  // Times one model file; fills the row's seqto and ORT latencies.
-  auto measure = [&](Row& row, const ir::Model& model, const std::string& path) {
-    auto shape = bench::InputShape(model, row.batch);
-    if (!shape) {
-      row.error = path + ": " + shape.error().message;
-      failed = true;
-      return;
-    }
-    const std::string input_name = model.graph.inputs[0].name;
-    const Tensor input = bench::RandomInput(*shape);
-    int warmup_done = a.timing.warmup;
-    auto ours = bench::TimeSeqto(model, {{input_name, input}}, row.threads, a.timing, true, &warmup_done);
-    if (ours)
-      row.seqto_ms = ours->p50;
-    else {
-      row.error = "seqto: " + ours.error().message;
-      failed = true;
-    }
-    if (a.no_ort) return;
-    testing::OrtOptions ort_options;
-    ort_options.threads = row.threads;
-    auto ort =
-        testing::OrtBenchmark(path, {{input_name, input}}, ours ? ours->runs : a.timing.runs, warmup_done, ort_options);
-    if (ort)
-      row.ort_ms = ort->p50;
-    else {
-      row.error += (row.error.empty() ? "ort: " : "; ort: ") + ort.error().message;
-      failed = true;
-    }
-  };
+  // The files of one block: the float model, then the candidates (k = 0 first).
+  std::vector<const ir::Model*> block_models = {&*float_model};
+  std::vector<std::string> block_paths = {a.model};
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    block_models.push_back(&models[i]);
+    block_paths.push_back(candidates[i].path);
+  }
   for (int batch : *batches)
     for (int threads : *thread_counts) {
-      Row f;
-      f.label = "float";
-      f.batch = batch;
-      f.threads = threads;
-      measure(f, *float_model, a.model);
-      PrintRow(f);
-      rows.push_back(f);
-      double int8_ms = -1;
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        Row r;
-        r.label = "k=" + std::to_string(candidates[i].k);
-        r.k = candidates[i].k;
-        r.mac_share = candidates[i].mac_share;
+      std::vector<Row> block(block_models.size());
+      std::vector<runtime::TensorMap> inputs(block_models.size());
+      for (size_t i = 0; i < block.size(); ++i) {
+        Row& r = block[i];
+        r.label = i == 0 ? "float" : "k=" + std::to_string(candidates[i - 1].k);
+        if (i > 0) {
+          r.k = candidates[i - 1].k;
+          r.mac_share = candidates[i - 1].mac_share;
+        }
         r.batch = batch;
         r.threads = threads;
-        measure(r, models[i], candidates[i].path);
-        if (r.k == 0) int8_ms = r.seqto_ms;
-        if (f.seqto_ms > 0 && int8_ms > 0 && r.mac_share >= 0)
-          r.bound_ms = int8_ms + (f.seqto_ms - int8_ms) * r.mac_share + 0.1 * f.seqto_ms;
+        auto shape = bench::InputShape(*block_models[i], batch);
+        if (!shape) return Fail(block_paths[i] + ": " + shape.error().message);
+        inputs[i] = {{block_models[i]->graph.inputs[0].name, bench::RandomInput(*shape)}};
+      }
+      // Interleaved rounds: each times every file in both runtimes (the order of the
+      // files and of the runtimes alternating between rounds), and the round's ratios
+      // use only that round's times, so a load that comes and goes hits both sides.
+      for (int round = 0; round < a.rounds; ++round) {
+        const bool reverse = round % 2 == 1;
+        std::vector<bench::PairTime> times(block.size());
+        for (size_t j = 0; j < block.size(); ++j) {
+          const size_t i = reverse ? block.size() - 1 - j : j;
+          if (!block[i].error.empty()) continue;  // failed in an earlier round
+          times[i] =
+              bench::TimePair(*block_models[i], block_paths[i], inputs[i], threads, a.timing, !a.no_ort, reverse);
+        }
+        const double float_ms = times[0].seqto_ms, int8_ms = times.size() > 1 ? times[1].seqto_ms : -1;
+        for (size_t i = 0; i < block.size(); ++i) {
+          Row& r = block[i];
+          const bench::PairTime& t = times[i];
+          if (!t.error.empty()) {
+            r.error = t.error;
+            failed = true;
+          }
+          r.seqto_rounds.Add(t.seqto_ms);
+          r.ort_rounds.Add(t.ort_ms);
+          if (t.seqto_ms > 0 && t.ort_ms > 0) r.vs_ort_rounds.Add(t.seqto_ms / t.ort_ms);
+          if (i > 0 && float_ms > 0 && int8_ms > 0 && r.mac_share >= 0 && t.seqto_ms > 0) {
+            const double bound = int8_ms + (float_ms - int8_ms) * r.mac_share + 0.1 * float_ms;
+            r.bound_rounds.Add(bound);
+            r.vs_bound_rounds.Add(t.seqto_ms / bound);
+          }
+        }
+      }
+      for (Row& r : block) {
+        r.Finish();
         PrintRow(r);
         rows.push_back(r);
       }
@@ -356,6 +382,7 @@ int main(int argc, char** argv) {
   if (!a.json.empty()) {
     nlohmann::json j;
     j["model"] = a.model;
+    j["rounds"] = a.rounds;
     j["total_macs"] = total_macs;
     j["groups"] = order.size();
     j["candidates"] = nlohmann::json::array();
@@ -374,6 +401,12 @@ int main(int argc, char** argv) {
       o["seqto_ms"] = bench::JsonMs(r.seqto_ms);
       o["ort_ms"] = bench::JsonMs(r.ort_ms);
       o["bound_ms"] = bench::JsonMs(r.bound_ms);
+      o["seqto_over_ort"] = r.vs_ort > 0 ? nlohmann::json(r.vs_ort) : nlohmann::json();
+      o["seqto_over_bound"] = r.vs_bound > 0 ? nlohmann::json(r.vs_bound) : nlohmann::json();
+      o["rounds"] = {{"seqto_ms", r.seqto_rounds.Json()},
+                     {"ort_ms", r.ort_rounds.Json()},
+                     {"seqto_over_ort", r.vs_ort_rounds.Json()},
+                     {"seqto_over_bound", r.vs_bound_rounds.Json()}};
       if (!r.error.empty()) o["error"] = r.error;
       j["rows"].push_back(o);
     }

@@ -1,7 +1,7 @@
 // model_suite: seqto's engine against ONNX Runtime on models it was not tuned for.
 //
-//   model_suite [--quick] [--models a,b] [--batches 1,16] [--threads 1,2] [--runs R] [--warmup W]
-//               [--budget S] [--imagenet-dir DIR] [--ocr-dir DIR] [--models-dir DIR] [--work-dir DIR]
+//   model_suite [--quick] [--models a,b] [--batches 1,16] [--threads 1,2] [--runs R] [--rounds N]
+//               [--warmup W] [--budget S] [--imagenet-dir DIR] [--ocr-dir DIR] [--models-dir DIR] [--work-dir DIR]
 //               [--det-size N] [--no-ort] [--json F]
 //
 // The suite (issue 13, point 2): the ImageNet MobileNetV2 (float, the model zoo's
@@ -11,8 +11,11 @@
 // tools/models). For each model, batch, thread count and precision (float, int8):
 // the median latency of seqto (in-process runtime::Session) and of ONNX Runtime
 // (tools/ort/ort_run.js, timed inside Node.js) on the same random input, their
-// ratio, and each runtime's int8 speed-up over its own float. Then the median
-// seqto/ORT ratio and one line per target of the issue, met or missed.
+// ratio, and each runtime's int8 speed-up over its own float. Each batch and thread
+// count of a model is timed in --rounds interleaved rounds (every file, both
+// runtimes, the order alternating between rounds); a row's ratios are medians of
+// same-round ratios, with their spread. Then the median seqto/ORT ratio and one line
+// per target of the issue, met or missed.
 //
 // int8 models seqto makes itself (PP-OCR, ImageNet MobileNetV2) are quantized on
 // first use into --work-dir by tools/make_qdq_bench_models.py (seqto quantize,
@@ -71,10 +74,21 @@ struct Row {
   std::string model, precision;
   int batch = 0, threads = 0;
   bool cnn = false;
-  double seqto_ms = -1, ort_ms = -1;
-  double seqto_float_ms = -1, ort_float_ms = -1;  // int8 rows: the float model's, same batch and threads
-  int runs = 0;
+  // Medians over the rounds: each runtime's latency, and the same-round ratios
+  // seqto/ORT and (int8 rows) each runtime's float ms / int8 ms at the same batch and
+  // threads; -1 where not measured.
+  double seqto_ms = -1, ort_ms = -1, ratio = -1, gain = -1, ort_gain = -1;
+  bench::Rounds seqto_rounds, ort_rounds, ratio_rounds, gain_rounds, ort_gain_rounds;
+  int runs = 0;  // timed runs per round and runtime (the last round's)
   std::string error;
+
+  void Finish() {
+    seqto_ms = seqto_rounds.median();
+    ort_ms = ort_rounds.median();
+    ratio = ratio_rounds.median();
+    gain = gain_rounds.median();
+    ort_gain = ort_gain_rounds.median();
+  }
 };
 
 struct Config {
@@ -174,17 +188,16 @@ Status MakeInt8(const Variant& v, const std::string& float_path, const std::vect
 }
 
 void PrintHeader() {
-  std::printf("%-16s %-9s %5s %7s %10s %10s %9s %10s %10s\n", "model", "precision", "batch", "threads", "seqto ms",
-              "ort ms", "seqto/ort", "int8 gain", "ort gain");
+  std::printf("%-16s %-9s %5s %7s %10s %10s %9s %11s %10s %10s\n", "model", "precision", "batch", "threads", "seqto ms",
+              "ort ms", "seqto/ort", "(spread)", "int8 gain", "ort gain");
 }
 
 void PrintRow(const Row& r) {
   const bool int8 = r.precision != "float";
-  std::printf(
-      "%-16s %-9s %5d %7d %10s %10s %9s %10s %10s%s%s\n", r.model.c_str(), r.precision.c_str(), r.batch, r.threads,
-      bench::Fmt(r.seqto_ms).c_str(), bench::Fmt(r.ort_ms).c_str(), bench::Ratio(r.seqto_ms, r.ort_ms).c_str(),
-      int8 ? bench::Ratio(r.seqto_float_ms, r.seqto_ms, "x").c_str() : "",
-      int8 ? bench::Ratio(r.ort_float_ms, r.ort_ms, "x").c_str() : "", r.error.empty() ? "" : "   ", r.error.c_str());
+  std::printf("%-16s %-9s %5d %7d %10s %10s %9s %11s %10s %10s%s%s\n", r.model.c_str(), r.precision.c_str(), r.batch,
+              r.threads, bench::Fmt(r.seqto_ms).c_str(), bench::Fmt(r.ort_ms).c_str(), bench::Ratio(r.ratio, 1).c_str(),
+              r.ratio_rounds.Spread().c_str(), int8 ? bench::Ratio(r.gain, 1, "x").c_str() : "",
+              int8 ? bench::Ratio(r.ort_gain, 1, "x").c_str() : "", r.error.empty() ? "" : "   ", r.error.c_str());
   std::fflush(stdout);
 }
 
@@ -198,14 +211,13 @@ nlohmann::json PrintTargets(const std::vector<Row>& rows, size_t missing_files) 
   std::vector<std::string> over, slow_int8;
   size_t cnn_int8_rows = 0;
   for (const Row& r : rows) {
-    if (r.seqto_ms > 0 && r.ort_ms > 0) {
-      ratios.push_back(r.seqto_ms / r.ort_ms);
-      if (r.seqto_ms / r.ort_ms > kRowTarget) over.push_back(RowName(r) + " " + bench::Ratio(r.seqto_ms, r.ort_ms));
+    if (r.ratio > 0) {
+      ratios.push_back(r.ratio);
+      if (r.ratio > kRowTarget) over.push_back(RowName(r) + " " + bench::Ratio(r.ratio, 1));
     }
-    if (r.cnn && r.precision != "float" && r.seqto_ms > 0 && r.seqto_float_ms > 0) {
+    if (r.cnn && r.precision != "float" && r.gain > 0) {
       ++cnn_int8_rows;
-      if (r.seqto_float_ms / r.seqto_ms < kCnnInt8Gain)
-        slow_int8.push_back(RowName(r) + " " + bench::Ratio(r.seqto_float_ms, r.seqto_ms, "x"));
+      if (r.gain < kCnnInt8Gain) slow_int8.push_back(RowName(r) + " " + bench::Ratio(r.gain, 1, "x"));
     }
   }
   const double median = bench::Median(ratios);
@@ -257,6 +269,7 @@ int main(int argc, char** argv) {
   bench::Timing timing;
   timing.budget_s = 5;
   bool quick = false, no_ort = false;
+  int rounds = 3;
   app.add_option("--models", models,
                  "Comma-separated models (default mobilenetv2-12,squeezenet,vit,ppocr_det,ppocr_rec; also "
                  "mobilenetv2, resnet50)");
@@ -264,6 +277,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads_list, "Comma-separated thread counts (default 1,2)");
   app.add_option("--runs", timing.runs, "Timed runs per measurement at most (default 10; 3 with --quick)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds,
+                 "Interleaved rounds: every file of a model at one batch and thread count is timed once per round in "
+                 "both runtimes; rows show the median over rounds of same-round ratios, and their spread (default 3; "
+                 "1 with --quick)")
+      ->check(CLI::Range(1, 100));
   app.add_option("--warmup", timing.warmup, "Untimed runs before timing (default 2; 1 with --quick)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--budget", timing.budget_s,
@@ -284,6 +302,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (quick) {
     if (app.count("--runs") == 0) timing.runs = 3;
+    if (app.count("--rounds") == 0) rounds = 1;
     if (app.count("--warmup") == 0) timing.warmup = 1;
     if (app.count("--batches") == 0) batches_list = "1";
   }
@@ -310,8 +329,8 @@ int main(int argc, char** argv) {
 
   std::printf(
       "model suite: seqto engine vs ONNX Runtime, median latency (ms per batch) of up to %d runs (%.0f s budget) "
-      "after %d warm-up%s\n",
-      timing.runs, timing.budget_s, timing.warmup, timing.warmup == 1 ? "" : "s");
+      "after %d warm-up%s, median over %d interleaved round%s\n",
+      timing.runs, timing.budget_s, timing.warmup, timing.warmup == 1 ? "" : "s", rounds, rounds == 1 ? "" : "s");
   std::vector<Row> rows;
   nlohmann::json missing = nlohmann::json::array();
   bool failed = false;
@@ -346,48 +365,56 @@ int main(int argc, char** argv) {
     }
     if (loaded.empty()) continue;
     PrintHeader();
+    const auto float_it =
+        std::find_if(loaded.begin(), loaded.end(), [](const Loaded& l) { return l.variant->precision == "float"; });
+    const size_t float_index = size_t(float_it - loaded.begin());  // loaded.size(): no float file
     for (int batch : *batches) {
       for (int threads : *thread_counts) {
-        std::optional<size_t> float_row;  // index in rows of this batch and thread count's float row
-        for (const Loaded& l : loaded) {
-          Row row;
+        // One block: every file of the model at this batch and thread count, timed in
+        // `rounds` interleaved rounds (each round times every file in both runtimes,
+        // in alternating order), so that ratios compare measurements of the same round.
+        std::vector<Row> block(loaded.size());
+        std::vector<runtime::TensorMap> inputs(loaded.size());
+        for (size_t i = 0; i < loaded.size(); ++i) {
+          Row& row = block[i];
           row.model = m.name;
-          row.precision = l.variant->precision;
+          row.precision = loaded[i].variant->precision;
           row.batch = batch;
           row.threads = threads;
           row.cnn = m.cnn;
-          auto shape = bench::InputShape(l.model, batch, m.dims);
-          if (!shape) return fail(l.variant->path + ": " + shape.error().message);
-          const std::string input_name = l.model.graph.inputs[0].name;
-          const Tensor input = bench::RandomInput(*shape);
-          int warmup_done = timing.warmup;
-          auto ours = bench::TimeSeqto(l.model, {{input_name, input}}, threads, timing, true, &warmup_done);
-          if (ours) {
-            row.seqto_ms = ours->p50;
-            row.runs = ours->runs;
-          } else {
-            row.error = "seqto: " + ours.error().message;
-            failed = true;
+          auto shape = bench::InputShape(loaded[i].model, batch, m.dims);
+          if (!shape) return fail(loaded[i].variant->path + ": " + shape.error().message);
+          inputs[i] = {{loaded[i].model.graph.inputs[0].name, bench::RandomInput(*shape)}};
+        }
+        for (int round = 0; round < rounds; ++round) {
+          const bool reverse = round % 2 == 1;
+          std::vector<bench::PairTime> times(loaded.size());
+          for (size_t j = 0; j < loaded.size(); ++j) {
+            const size_t i = reverse ? loaded.size() - 1 - j : j;
+            if (!block[i].error.empty()) continue;  // failed in an earlier round
+            times[i] =
+                bench::TimePair(loaded[i].model, loaded[i].variant->path, inputs[i], threads, timing, !no_ort, reverse);
           }
-          if (!no_ort) {
-            testing::OrtOptions ort_options;
-            ort_options.threads = threads;
-            // As many runs as the budget gave seqto (both runtimes get the same counts).
-            auto ort = testing::OrtBenchmark(l.variant->path, {{input_name, input}}, ours ? ours->runs : timing.runs,
-                                             warmup_done, ort_options);
-            if (ort)
-              row.ort_ms = ort->p50;
-            else {
-              row.error += (row.error.empty() ? "ort: " : "; ort: ") + ort.error().message;
+          for (size_t i = 0; i < loaded.size(); ++i) {
+            Row& row = block[i];
+            const bench::PairTime& t = times[i];
+            if (!t.error.empty()) {
+              row.error = t.error;
               failed = true;
             }
+            row.runs = t.runs;
+            row.seqto_rounds.Add(t.seqto_ms);
+            row.ort_rounds.Add(t.ort_ms);
+            if (t.seqto_ms > 0 && t.ort_ms > 0) row.ratio_rounds.Add(t.seqto_ms / t.ort_ms);
+            if (row.precision != "float" && float_index < loaded.size()) {
+              const bench::PairTime& f = times[float_index];
+              if (f.seqto_ms > 0 && t.seqto_ms > 0) row.gain_rounds.Add(f.seqto_ms / t.seqto_ms);
+              if (f.ort_ms > 0 && t.ort_ms > 0) row.ort_gain_rounds.Add(f.ort_ms / t.ort_ms);
+            }
           }
-          if (row.precision == "float")
-            float_row = rows.size();
-          else if (float_row) {
-            row.seqto_float_ms = rows[*float_row].seqto_ms;
-            row.ort_float_ms = rows[*float_row].ort_ms;
-          }
+        }
+        for (Row& row : block) {
+          row.Finish();
           PrintRow(row);
           rows.push_back(row);
         }
@@ -399,6 +426,7 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     nlohmann::json j;
     j["runs"] = timing.runs;
+    j["rounds"] = rounds;
     j["warmup"] = timing.warmup;
     j["budget_s"] = timing.budget_s;
     j["rows"] = nlohmann::json::array();
@@ -408,12 +436,13 @@ int main(int argc, char** argv) {
                           {"cnn", r.cnn},     {"runs", r.runs}};
       o["seqto_ms"] = bench::JsonMs(r.seqto_ms);
       o["ort_ms"] = bench::JsonMs(r.ort_ms);
-      o["ratio"] = r.seqto_ms > 0 && r.ort_ms > 0 ? nlohmann::json(r.seqto_ms / r.ort_ms) : nlohmann::json();
+      o["ratio"] = r.ratio > 0 ? nlohmann::json(r.ratio) : nlohmann::json();
+      o["rounds"] = {
+          {"seqto_ms", r.seqto_rounds.Json()}, {"ort_ms", r.ort_rounds.Json()}, {"ratio", r.ratio_rounds.Json()}};
       if (r.precision != "float") {
-        o["seqto_int8_gain"] =
-            r.seqto_ms > 0 && r.seqto_float_ms > 0 ? nlohmann::json(r.seqto_float_ms / r.seqto_ms) : nlohmann::json();
-        o["ort_int8_gain"] =
-            r.ort_ms > 0 && r.ort_float_ms > 0 ? nlohmann::json(r.ort_float_ms / r.ort_ms) : nlohmann::json();
+        o["seqto_int8_gain"] = r.gain > 0 ? nlohmann::json(r.gain) : nlohmann::json();
+        o["ort_int8_gain"] = r.ort_gain > 0 ? nlohmann::json(r.ort_gain) : nlohmann::json();
+        o["rounds"]["seqto_int8_gain"] = r.gain_rounds.Json();
       }
       if (!r.error.empty()) o["error"] = r.error;
       j["rows"].push_back(o);
