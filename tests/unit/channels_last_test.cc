@@ -563,40 +563,44 @@ TEST(ChannelsLast, FloatIslandsStayInsideTheInt8Region) {
 // Transpose, bit for bit, on the fast and the reference path.
 TEST(ChannelsLast, QuantizeToChannelsLastEqualsQuantizeThenTranspose) {
   std::mt19937 rng(10);
-  for (DType type : {DType::kUInt8, DType::kInt8}) {
-    ir::Model m;
-    m.opsets[""] = 13;
-    m.opsets["com.seqto"] = 1;
-    m.graph.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {3}, {13}, {70}}});
-    m.graph.outputs.push_back({"y", type, std::nullopt});
-    m.graph.initializers["s"] = Tensor::Scalar<float>(0.031f);
-    Tensor zp(type, {});
-    if (type == DType::kUInt8) zp.data<uint8_t>()[0] = 117;
-    m.graph.initializers["zp"] = zp;
-    ir::Model fused = m;
-    ir::Node q = MakeNode("q", "QuantizeLinear", {"x", "s", "zp"}, {"q"});
-    ir::Node t = MakeNode("t", "Transpose", {"q"}, {"y"});
-    t.attributes["perm"] = Ints({0, 2, 3, 1});
-    m.graph.nodes = {q, t};
-    ir::Node f = MakeNode("f", "QuantizeLinear", {"x", "s", "zp"}, {"y"});
-    f.domain = "com.seqto";
-    f.attributes["to_channels_last"] = testing::Int(1);
-    fused.graph.nodes = {f};
-    Tensor x = RandomTensor({2, 3, 13, 70}, rng, -5.f, 5.f);
-    x.data<float>()[5] = std::nanf("");
-    x.data<float>()[6] = 0.031f * 2.5f;  // a tie
-    const TensorMap feeds{{"x", x}};
-    SessionOptions plain;
-    plain.optimize = false;
-    const auto want = RunModel(m, plain, feeds).at("y");
-    for (bool reference : {false, true}) {
-      SessionOptions o = plain;
-      o.reference_only = reference;
-      const auto got = RunModel(fused, o, feeds).at("y");
-      EXPECT_EQ(want.shape(), got.shape());
-      EXPECT_EQ(want.ToDoubles(), got.ToDoubles()) << DTypeName(type) << (reference ? " reference" : " fast");
+  // 3 channels (an image input: the kernel's vectorized interleave) and 5 (its general
+  // loop); 13 x 70 positions end in a partial block.
+  for (int64_t channels : {3, 5})
+    for (DType type : {DType::kUInt8, DType::kInt8}) {
+      ir::Model m;
+      m.opsets[""] = 13;
+      m.opsets["com.seqto"] = 1;
+      m.graph.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {channels}, {13}, {70}}});
+      m.graph.outputs.push_back({"y", type, std::nullopt});
+      m.graph.initializers["s"] = Tensor::Scalar<float>(0.031f);
+      Tensor zp(type, {});
+      if (type == DType::kUInt8) zp.data<uint8_t>()[0] = 117;
+      m.graph.initializers["zp"] = zp;
+      ir::Model fused = m;
+      ir::Node q = MakeNode("q", "QuantizeLinear", {"x", "s", "zp"}, {"q"});
+      ir::Node t = MakeNode("t", "Transpose", {"q"}, {"y"});
+      t.attributes["perm"] = Ints({0, 2, 3, 1});
+      m.graph.nodes = {q, t};
+      ir::Node f = MakeNode("f", "QuantizeLinear", {"x", "s", "zp"}, {"y"});
+      f.domain = "com.seqto";
+      f.attributes["to_channels_last"] = testing::Int(1);
+      fused.graph.nodes = {f};
+      Tensor x = RandomTensor({2, channels, 13, 70}, rng, -5.f, 5.f);
+      x.data<float>()[5] = std::nanf("");
+      x.data<float>()[6] = 0.031f * 2.5f;  // a tie
+      const TensorMap feeds{{"x", x}};
+      SessionOptions plain;
+      plain.optimize = false;
+      const auto want = RunModel(m, plain, feeds).at("y");
+      for (bool reference : {false, true}) {
+        SessionOptions o = plain;
+        o.reference_only = reference;
+        const auto got = RunModel(fused, o, feeds).at("y");
+        EXPECT_EQ(want.shape(), got.shape());
+        EXPECT_EQ(want.ToDoubles(), got.ToDoubles())
+            << DTypeName(type) << " C=" << channels << (reference ? " reference" : " fast");
+      }
     }
-  }
 }
 
 // A per-channel constant ([1, C, 1, 1]: a bias or scale an exporter wrote as its own

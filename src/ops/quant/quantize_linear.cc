@@ -15,6 +15,7 @@
 // (typically the model input) in one pass instead of a quantization and a
 // Transpose. Same values as QuantizeLinear followed by that Transpose.
 #include <algorithm>
+#include <vector>
 
 #include "ops/quant/quant_util.h"
 #include "ops/registry.h"
@@ -121,25 +122,59 @@ void QuantizeKernel(const QdqParams& p, const X* x, Q* y, int64_t n) {
 }
 
 // Per-tensor quantization of float32 N x C x P (P: the spatial positions) written as
-// N x P x C. Blocks of positions keep the strided writes within a few cache lines.
+// N x P x C, a block of kQuantBlock positions at a time.
+constexpr int64_t kQuantBlock = 64;
+
+// Writes tile (C rows of len values) as len x C. The image inputs' C = 3 is written
+// as three explicit stores per position, a store group the compiler vectorizes with
+// byte permutes (the general loop stores one byte at a time).
+template <typename Q>
+inline void InterleaveTile(const Q* __restrict tile, Q* __restrict out, int64_t channels, int64_t len) {
+  if (channels == 3) {
+    const Q* __restrict t0 = tile;
+    const Q* __restrict t1 = tile + kQuantBlock;
+    const Q* __restrict t2 = tile + 2 * kQuantBlock;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      out[3 * i] = t0[i];
+      out[3 * i + 1] = t1[i];
+      out[3 * i + 2] = t2[i];
+    }
+    return;
+  }
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t c = 0; c < channels; ++c) out[i * channels + c] = tile[c * kQuantBlock + i];
+}
+
+// One block of len positions: each channel's contiguous run is quantized into tile
+// (a loop that vectorizes: in the wide clones 16 lanes, with the 8-bit narrowing
+// in registers), then the tile is written with sequential stores. The clones do the
+// same float operations (a division, a clamp, round half to even), so every clone
+// is bit-identical to QuantizeLinear.
+template <typename Q>
+SEQTO_WIDE_CLONES_EXACT void QuantizeBlockToChannelsLast(const float* __restrict x, Q* __restrict out,
+                                                         Q* __restrict tile, int64_t channels, int64_t plane,
+                                                         int64_t len, float s, float lo, float hi, int32_t zp) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* in = x + c * plane;
+    Q* t = tile + c * kQuantBlock;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) t[i] = static_cast<Q>(quant::QuantizeClamped(in[i] / s, lo, hi, zp));
+  }
+  InterleaveTile(tile, out, channels, len);
+}
+
 template <typename Q>
 void QuantizeToChannelsLastKernel(float s, int32_t zp, const float* x, Q* y, int64_t batch, int64_t channels,
                                   int64_t plane) {
-  constexpr int64_t kBlock = 64;
   const quant::ClampBounds bounds(quant::RangeOf(DTypeOf<Q>()), zp);
-  const float lo = bounds.lo, hi = bounds.hi;
-  const int64_t blocks = (plane + kBlock - 1) / kBlock;
-  ParallelFor(batch * blocks, kBlock * channels * 4, [&](int64_t begin, int64_t end) {
-    Q tile[kBlock];
+  const int64_t blocks = (plane + kQuantBlock - 1) / kQuantBlock;
+  ParallelFor(batch * blocks, kQuantBlock * channels * 4, [&](int64_t begin, int64_t end) {
+    std::vector<Q> tile(static_cast<size_t>(kQuantBlock * channels));
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t n = item / blocks, p0 = item % blocks * kBlock, len = std::min(kBlock, plane - p0);
-      Q* out = y + (n * plane + p0) * channels;
-      for (int64_t c = 0; c < channels; ++c) {
-        const float* in = x + (n * channels + c) * plane + p0;
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) tile[i] = static_cast<Q>(quant::QuantizeClamped(in[i] / s, lo, hi, zp));
-        for (int64_t i = 0; i < len; ++i) out[i * channels + c] = tile[i];
-      }
+      const int64_t n = item / blocks, p0 = item % blocks * kQuantBlock, len = std::min(kQuantBlock, plane - p0);
+      QuantizeBlockToChannelsLast(x + n * channels * plane + p0, y + (n * plane + p0) * channels, tile.data(), channels,
+                                  plane, len, s, bounds.lo, bounds.hi, zp);
     }
   });
 }
