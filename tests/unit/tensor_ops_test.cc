@@ -331,6 +331,19 @@ TEST(Transpose, FastMatchesReferenceForAllElementSizes) {
   }
 }
 
+// NCHW -> NHWC with 2 or 3 channels (an image input): the interleaving fast path,
+// against the reference, for every element size and a partial last block.
+TEST(Transpose, ChannelsLastOfFewChannelsMatchesReference) {
+  for (DType dt : {DType::kUInt8, DType::kFloat16, DType::kFloat32, DType::kInt64})
+    for (const Shape& shape : std::vector<Shape>{{2, 3, 37, 41}, {1, 2, 17, 70}, {3, 3, 5, 300}}) {
+      Tensor x = Iota(dt, shape);
+      Tensor fast = OpRun{"Transpose", 13, {{"perm", AInts({0, 2, 3, 1})}}, {x}}.Out();
+      Tensor ref = OpRun{"Transpose", 13, {{"perm", AInts({0, 2, 3, 1})}}, {x}, 1, true}.Out();
+      ASSERT_TRUE(SameBytes(fast, ref)) << ShapeToString(shape) << " " << DTypeName(dt);
+      EXPECT_EQ(fast.shape(), (Shape{shape[0], shape[2], shape[3], shape[1]}));
+    }
+}
+
 TEST(Transpose, DefaultReversesAndBadPermIsAnError) {
   Tensor x = Iota(DType::kFloat32, {2, 3, 4});
   EXPECT_EQ((OpRun{"Transpose", 13, {}, {x}}.Out().shape()), (Shape{4, 3, 2}));

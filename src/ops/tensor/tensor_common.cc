@@ -128,6 +128,38 @@ void CopyTiled(const U* src, U* dst, const Collapsed& c, size_t k) {
   });
 }
 
+// out[a * kC + b] = in[a + b * l_src] for a in [a0, a1): kC stores per a, a group
+// the compiler vectorizes with permutes.
+template <typename U, int kC>
+SEQTO_WIDE_CLONES void InterleaveRows(const U* __restrict in, U* __restrict out, int64_t l_src, int64_t a0,
+                                      int64_t a1) {
+#pragma omp simd
+  for (int64_t a = a0; a < a1; ++a)
+    for (int b = 0; b < kC; ++b) out[a * kC + b] = in[a + b * l_src];
+}
+
+// A transpose whose output rows hold 2 or 3 elements and whose next dim out is the
+// source's contiguous one (an image's NCHW -> NHWC): CopyStridedRows would pay an
+// index update per row of 3, CopyTiled a scalar loop per element.
+template <typename U, int kC>
+void CopyInterleaved(const U* src, U* dst, const Collapsed& c) {
+  const size_t k = c.shape.size() - 2;
+  Collapsed outer;
+  outer.shape.assign(c.shape.begin(), c.shape.begin() + static_cast<std::ptrdiff_t>(k));
+  outer.strides.assign(c.strides.begin(), c.strides.begin() + static_cast<std::ptrdiff_t>(k));
+  constexpr int64_t kBlock = 1024;
+  const int64_t k_len = c.shape[k], l_src = c.strides[k + 1];
+  const int64_t blocks = (k_len + kBlock - 1) / kBlock;
+  ParallelFor(NumElements(outer.shape) * blocks, kBlock * kC, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> idx(outer.shape.size(), 0);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t o = item / blocks, a0 = item % blocks * kBlock;
+      const int64_t src_off = RowOffset(outer, outer.shape.size(), o, idx);
+      InterleaveRows<U, kC>(src + src_off, dst + o * k_len * kC, l_src, a0, std::min(k_len, a0 + kBlock));
+    }
+  });
+}
+
 }  // namespace
 
 void StridedCopy(const void* src_v, void* dst_v, const Shape& shape, const std::vector<int64_t>& src_strides,
@@ -172,9 +204,14 @@ void StridedCopy(const void* src_v, void* dst_v, const Shape& shape, const std::
   for (size_t d = 0; d + 1 < r; ++d)
     if (c.strides[d] == 1) k = d;
   const bool tiled = k < r && c.shape[k] >= 4 && inner >= 4;
+  const bool interleave = k + 2 == r && c.shape[k] >= 16 && (inner == 2 || inner == 3);
   VisitElementSize(elem_size, [&](auto tag) {
     using U = decltype(tag);
-    if (tiled)
+    if (interleave && inner == 2)
+      CopyInterleaved<U, 2>(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c);
+    else if (interleave)
+      CopyInterleaved<U, 3>(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c);
+    else if (tiled)
       CopyTiled(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c, k);
     else
       CopyStridedRows(reinterpret_cast<const U*>(src), reinterpret_cast<U*>(dst), c);
