@@ -462,6 +462,10 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
       c.cost_latency = c.cost_size = 0;
       SEQTO_RETURN_IF_ERROR(cr.Number("latency", c.cost_latency, 0, 1e6));
       SEQTO_RETURN_IF_ERROR(cr.Number("size", c.cost_size, 0, 1e6));
+      SEQTO_RETURN_IF_ERROR(cr.Integer("measure_groups", c.cost_groups, 0, 1 << 20));
+      SEQTO_RETURN_IF_ERROR(cr.Integer("lookahead", c.cost_lookahead, 1, 1 << 20));
+      SEQTO_RETURN_IF_ERROR(cr.Integer("rounds", c.cost_rounds, 1, 1000));
+      SEQTO_RETURN_IF_ERROR(cr.Integer("runs", c.cost_runs, 1, 1000000));
       SEQTO_RETURN_IF_ERROR(cr.Finish());
       if (c.cost_latency + c.cost_size <= 0) return UserError("search.cost: give 'latency' or 'size' a weight above 0");
     }
@@ -548,7 +552,9 @@ json TuneConfig::ToJson() const {
                  {"threshold", threshold},
                  {"max_candidates", max_candidates},
                  {"fallback", FallbackName(fallback)}};
-  if (ranker == "pareto") j["search"]["cost"] = {{"latency", cost_latency}, {"size", cost_size}};
+  if (ranker == "pareto")
+    j["search"]["cost"] = {{"latency", cost_latency},     {"size", cost_size},     {"measure_groups", cost_groups},
+                           {"lookahead", cost_lookahead}, {"rounds", cost_rounds}, {"runs", cost_runs}};
   j["objectives"] = objectives;
   j["runner"] = runner;
   j["threads"] = threads;

@@ -56,6 +56,11 @@ struct TuneConfig {
   // leaving a group unquantized. Default: 1 for each of latency_ms and size_bytes
   // that is an objective (both when neither is).
   double cost_latency = 1.0, cost_size = 1.0;
+  // search.cost's timing of those latency costs on the runner (tune/measured_cost.h):
+  // the groups timed (0: no timing, MAC shares instead), the groups re-timed per step,
+  // interleaved rounds, and timed runs per model.
+  size_t cost_groups = 12, cost_lookahead = 3;
+  int cost_rounds = 3, cost_runs = 10;
   std::vector<std::string> objectives = {"accuracy_loss", "size_bytes", "latency_ms"};
   std::string runner = "engine";
   int threads = 0;

@@ -1,10 +1,13 @@
 #include "tune/tuner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -27,6 +30,7 @@
 #include "quant/rank/ranker.h"
 #include "runners/runner.h"
 #include "tune/data_split.h"
+#include "tune/measured_cost.h"
 #include "tune/search.h"
 #include "tune/stage_times.h"
 
@@ -275,6 +279,72 @@ std::string HumanBytes(double b) {
   return os.str();
 }
 
+// Times pareto's latency costs on the runner (tune/measured_cost.h) and returns
+// analysis.json's "measured_cost": the timings, each step's costs and the order. The
+// models timed are written under dir/cost and removed afterwards.
+Expected<json> MeasurePareto(const TuneConfig& config, const quant::QuantPlan& plan,
+                             const quant::AnalysisResult& analysis, runners::Runner& runner,
+                             const runtime::TensorMap& latency_batch, const json& mac_order, const fs::path& dir,
+                             const std::function<void(const std::string&)>& say) {
+  const auto start = std::chrono::steady_clock::now();
+  SEQTO_ASSIGN_OR_RETURN(const std::vector<double> recovered, quant::RecoveredLoss(analysis));
+  std::vector<std::string> names;
+  std::vector<double> size_share;
+  double weights = 0;
+  for (const auto& g : analysis.groups) weights += double(std::max<int64_t>(g.weight_elements, 0));
+  for (const auto& g : analysis.groups) {
+    names.push_back(g.name);
+    size_share.push_back(weights > 0 ? double(std::max<int64_t>(g.weight_elements, 0)) / weights : 0);
+  }
+  const fs::path cost_dir = dir / "cost";
+  std::error_code ec;
+  fs::create_directories(cost_dir, ec);
+  if (ec) return UserError(cost_dir.string() + ": cannot create the directory (" + ec.message() + ")");
+  std::map<std::set<std::string>, std::string> files;  // each set is written once
+  runners::LatencyOptions lopts;
+  lopts.warmup = std::min(config.latency_warmup, 2);
+  lopts.runs = config.cost_runs;
+  TimeExcluded time = [&](const std::set<std::string>& excluded) -> Expected<double> {
+    auto it = files.find(excluded);
+    if (it == files.end()) {
+      SEQTO_ASSIGN_OR_RETURN(ir::Model model, plan.Materialize(excluded, config.fallback));
+      const std::string file = (cost_dir / ("model_" + std::to_string(files.size()) + ".onnx")).string();
+      SEQTO_RETURN_IF_ERROR(onnxio::SaveModel(model, file));
+      it = files.emplace(excluded, file).first;
+    }
+    SEQTO_ASSIGN_OR_RETURN(LatencyStats lat, runner.Latency(it->second, latency_batch, lopts));
+    return lat.p50;
+  };
+  MeasuredCostOptions mo;
+  mo.groups = config.cost_groups;
+  mo.lookahead = config.cost_lookahead;
+  mo.rounds = config.cost_rounds;
+  mo.cost_latency = config.cost_latency;
+  mo.cost_size = config.cost_size;
+  say("timing the exclusion costs of up to " + std::to_string(mo.groups) + " groups on " + runner.name() + " (" +
+      std::to_string(mo.rounds) + " rounds of " + std::to_string(lopts.runs) + " runs)");
+  Expected<MeasuredCostResult> res =
+      MeasuredParetoOrder(names, recovered, size_share, mac_order.get<std::vector<std::string>>(), time, mo);
+  fs::remove_all(cost_dir, ec);  // build products; the costs are in analysis.json
+  if (!res.ok()) return res.status();
+  json steps = json::array();
+  for (const auto& st : res->steps)
+    steps.push_back({{"group", st.group},
+                     {"recovered", st.recovered},
+                     {"isolated_ms", st.isolated_ms},
+                     {"marginal_ms", st.marginal_ms},
+                     {"size_share", st.size_share}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char line[200];
+  std::snprintf(line, sizeof line, "exclusion costs: %zu models timed in %.1f s (int8 %.3f ms, float %.3f ms)",
+                res->timings, seconds, res->int8_ms, res->float_ms);
+  say(line);
+  return json{{"runner", runner.name()},      {"int8_ms", res->int8_ms},   {"float_ms", res->float_ms},
+              {"models_timed", res->timings}, {"seconds", seconds},        {"rounds", mo.rounds},
+              {"runs", lopts.runs},           {"lookahead", mo.lookahead}, {"steps", steps},
+              {"order", res->order}};
+}
+
 }  // namespace
 
 namespace {
@@ -439,16 +509,24 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   say("quantization plan: " + std::to_string(groups.size()) + " groups");
   times.Stage("calibration", calibration_reused);
 
+  // The runner (pareto's measured costs time models on it before the baseline).
+  runners::RunnerOptions runner_opts;
+  runner_opts.threads = config.threads;
+  SEQTO_ASSIGN_OR_RETURN(auto runner, runners::MakeRunner(config.runner, runner_opts));
+  SEQTO_ASSIGN_OR_RETURN(const runtime::TensorMap latency_batch, LatencyBatch(eval, config.latency_batch));
+
   // Analysis and ranking (once).
   SEQTO_ASSIGN_OR_RETURN(const quant::Ranker* ranker, quant::GetRanker(config.ranker));
   const fs::path analysis_file = dir / "analysis.json";
   std::vector<std::string> order;
   json groups_json = json::array();
+  json measured_cost;  // pareto's timed exclusion costs (analysis.json), or null
   const bool analysis_reused = fs::exists(analysis_file);
   if (analysis_reused) {
     SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(analysis_file));
     order = j.at("rankings").at(config.ranker).get<std::vector<std::string>>();
     groups_json = j.at("groups");
+    if (j.contains("measured_cost")) measured_cost = j["measured_cost"];
   } else {
     SEQTO_ASSIGN_OR_RETURN(LoadedSet ranking, LoadSamples(ranking_data, split.ranking.indices, model_inputs,
                                                           config.batch_size, "ranking"));
@@ -481,15 +559,23 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     j["sensitivity_full_loss"] = NullIfNotFinite(analysis.sensitivity_full_loss);
     j["greedy_order"] = SearchOrderJson(analysis.greedy);
     j["backward_order"] = SearchOrderJson(analysis.backward);
-    quant::RankOptions ropts;
-    ropts.seed = config.seed;
-    ropts.cost_latency = config.cost_latency;
-    ropts.cost_size = config.cost_size;
+    quant::RankOptions rank_opts;
+    rank_opts.seed = config.seed;
+    rank_opts.cost_latency = config.cost_latency;
+    rank_opts.cost_size = config.cost_size;
     for (const auto& r : quant::Rankers()) {
       if ((r.needs_sensitivity && !aopts.sensitivity) || (r.needs_revert_one && !aopts.revert_one) ||
           (r.needs_search && aopts.greedy_steps == 0))
         continue;
-      SEQTO_ASSIGN_OR_RETURN(j["rankings"][r.name], r.rank(analysis, ropts));
+      SEQTO_ASSIGN_OR_RETURN(j["rankings"][r.name], r.rank(analysis, rank_opts));
+    }
+    if (config.ranker == "pareto" && config.cost_latency > 0 && config.cost_groups > 0) {
+      times.Stage("analysis");
+      SEQTO_ASSIGN_OR_RETURN(j["measured_cost"], MeasurePareto(config, plan, analysis, *runner, latency_batch,
+                                                               j["rankings"]["pareto"], dir, say));
+      j["rankings"]["pareto_mac"] = j["rankings"]["pareto"];  // the order on MAC shares, for comparison
+      j["rankings"]["pareto"] = j["measured_cost"]["order"];
+      times.Stage("cost timing");
     }
     order = j["rankings"][config.ranker].get<std::vector<std::string>>();
     j["seconds"] = analysis.seconds;
@@ -498,17 +584,14 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     j["sensitivity_samples"] = analysis.sensitivity_samples;
     j["plan_evaluations"] = analysis.plan_evaluations;
     j["stages"] = AnalysisStagesJson(analysis);
+    if (j.contains("measured_cost")) measured_cost = j["measured_cost"];
     SEQTO_RETURN_IF_ERROR(WriteJson(analysis_file, j));
   }
   if (order.size() != groups.size())
     return UserError(analysis_file.string() + ": the ranking does not match the plan's groups (delete the file)");
   times.Stage("analysis", analysis_reused);
 
-  // The runner, and the float model's outputs and latency, once.
-  runners::RunnerOptions ropts;
-  ropts.threads = config.threads;
-  SEQTO_ASSIGN_OR_RETURN(auto runner, runners::MakeRunner(config.runner, ropts));
-  SEQTO_ASSIGN_OR_RETURN(const runtime::TensorMap latency_batch, LatencyBatch(eval, config.latency_batch));
+  // The float model's outputs and latency, once.
   runners::LatencyOptions lopts;
   lopts.warmup = config.latency_warmup;
   lopts.runs = config.latency_runs;
@@ -601,6 +684,7 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
     report["baseline"] = baseline;
     report["groups"] = groups_json;
     report["macs"] = plan.model_macs();
+    if (!measured_cost.is_null()) report["measured_cost"] = measured_cost;
     report["ranking"] = order;
     report["complete"] = final;
     report["machine_busy"] = MachineBusyJson(baseline, list, measure_threads);

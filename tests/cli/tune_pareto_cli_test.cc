@@ -27,7 +27,10 @@ json ParetoConfig(const fs::path& out) {
   c["data"]["seed"] = 7;
   c["quantization"] = {{"mode", "static"}, {"calibrate_method", "minmax"}};
   c["ranker"] = "pareto";
-  c["search"] = {{"strategy", "linear"}, {"threshold", -1}, {"max_candidates", 4}, {"cost", {{"latency", 1}}}};
+  c["search"] = {{"strategy", "linear"},
+                 {"threshold", -1},
+                 {"max_candidates", 4},
+                 {"cost", {{"latency", 1}, {"measure_groups", 4}, {"rounds", 1}, {"runs", 2}}}};
   c["objectives"] = {"accuracy_loss", "latency_ms"};
   c["latency"] = {{"runs", 3}, {"warmup", 1}};
   c["threads"] = 1;
@@ -42,7 +45,9 @@ TEST(TuneParetoCli, CandidatesFollowRecoveredLossPerMacShare) {
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
   const json report = json::parse(ReadFile(run / "report.json"));
   const json analysis = json::parse(ReadFile(run / "analysis.json"));
-  EXPECT_EQ(report["settings"]["config"]["search"]["cost"], (json{{"latency", 1.0}, {"size", 0.0}}));
+  EXPECT_EQ(
+      report["settings"]["config"]["search"]["cost"],
+      (json{{"latency", 1.0}, {"size", 0.0}, {"measure_groups", 4}, {"lookahead", 3}, {"rounds", 1}, {"runs", 2}}));
 
   // MACs: the model's, and every group's (the ResNet's shapes are all known).
   const int64_t model_macs = report.at("macs").get<int64_t>();
@@ -87,16 +92,46 @@ TEST(TuneParetoCli, CandidatesFollowRecoveredLossPerMacShare) {
   });
   std::vector<std::string> expected;
   for (size_t i : idx) expected.push_back(groups[i]["name"].get<std::string>());
+  const auto mac_ranking = analysis["rankings"]["pareto_mac"].get<std::vector<std::string>>();
+  EXPECT_EQ(mac_ranking, expected);
+
+  // The order the candidates follow: the timed steps (groups that recover loss, at
+  // most measure_groups of them), then the MAC-share order for the rest.
+  const json& measured = analysis.at("measured_cost");
+  EXPECT_EQ(report.at("measured_cost"), measured);
+  EXPECT_EQ(measured["runner"], "engine");
+  EXPECT_GT(measured["int8_ms"].get<double>(), 0);
+  EXPECT_GT(measured["float_ms"].get<double>(), 0);
+  const json& steps = measured.at("steps");
+  ASSERT_FALSE(steps.empty());
+  ASSERT_LE(steps.size(), 4u);
+  // Shortlist (n + 2 models, one round), then per step after the first the chosen set
+  // and up to 3 candidates on top of it.
+  EXPECT_GE(measured["models_timed"].get<size_t>(), steps.size() + 2);
+  EXPECT_LE(measured["models_timed"].get<size_t>(), steps.size() + 2 + (steps.size() - 1) * 4);
   const auto ranking = analysis["rankings"]["pareto"].get<std::vector<std::string>>();
-  EXPECT_EQ(ranking, expected);
+  std::vector<std::string> measured_expected;
+  for (const auto& st : steps) {
+    EXPECT_GT(st["recovered"].get<double>(), 0) << st.dump();
+    EXPECT_EQ(st["recovered"].get<double>(), removed[st["group"].get<std::string>()]) << st.dump();
+    measured_expected.push_back(st["group"].get<std::string>());
+  }
+  EXPECT_EQ(steps[0]["marginal_ms"], steps[0]["isolated_ms"]);
+  for (const auto& g : mac_ranking)
+    if (std::find(measured_expected.begin(), measured_expected.end(), g) == measured_expected.end())
+      measured_expected.push_back(g);
+  EXPECT_EQ(ranking, measured_expected);
+  EXPECT_EQ(measured["order"].get<std::vector<std::string>>(), ranking);
   EXPECT_EQ(report["ranking"].get<std::vector<std::string>>(), ranking);
+  EXPECT_FALSE(fs::exists(run / "cost"));  // the timed models are removed
   // Cost changes the order: by isolated loss alone it differs on this model.
+  // (MAC shares; the timed order depends on the machine.)
   std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
     return groups[x]["sensitivity_isolated"].get<double>() > groups[y]["sensitivity_isolated"].get<double>();
   });
   std::vector<std::string> by_loss;
   for (size_t i : idx) by_loss.push_back(groups[i]["name"].get<std::string>());
-  EXPECT_NE(by_loss, ranking);
+  EXPECT_NE(by_loss, mac_ranking);
 
   ASSERT_EQ(report["cycles"].size(), 4u);
   for (const auto& c : report["cycles"]) {

@@ -126,7 +126,9 @@ TEST(ParetoConfig, CostWeightsFollowTheObjectivesUnlessGiven) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->cost_latency, 1.0);
   EXPECT_EQ(c->cost_size, 1.0);
-  EXPECT_EQ(c->ToJson()["search"]["cost"], (json{{"latency", 1.0}, {"size", 1.0}}));
+  EXPECT_EQ(
+      c->ToJson()["search"]["cost"],
+      (json{{"latency", 1.0}, {"size", 1.0}, {"measure_groups", 12}, {"lookahead", 3}, {"rounds", 3}, {"runs", 10}}));
   json j = Config();
   j["objectives"] = {"accuracy_loss", "latency_ms"};
   c = tune::ParseTuneConfig(j, "");
@@ -159,6 +161,11 @@ TEST(ParetoConfig, BadCostsNameTheKey) {
       {{{"speed", 1}}, "search.cost.speed: unknown key"},
       {{{"latency", 0}, {"size", 0}}, "search.cost: give 'latency' or 'size' a weight above 0"},
       {json::array({1}), "search.cost"},
+      {{{"measure_groups", -1}}, "search.cost.measure_groups"},
+      {{{"lookahead", 0}}, "search.cost.lookahead"},
+      {{{"rounds", 0}}, "search.cost.rounds"},
+      {{{"rounds", 1.5}}, "search.cost.rounds: expected an integer"},
+      {{{"runs", 0}}, "search.cost.runs"},
   };
   for (const auto& [cost, expected] : cases) {
     json j = Config();

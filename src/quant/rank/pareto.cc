@@ -60,6 +60,25 @@ std::vector<double> ExclusionCosts(const std::vector<GroupAnalysis>& groups, con
   return costs;
 }
 
+Expected<std::vector<double>> RecoveredLoss(const AnalysisResult& a) {
+  std::vector<double> recovered;
+  for (const auto& g : a.groups) recovered.push_back(std::max(g.sensitivity_isolated, 0.0));
+  if (const std::vector<SearchStep>* search = BetterSearch(a)) {
+    // Each measured step: the loss before it (the full quantization's for the
+    // first) less the loss after it.
+    double before = a.sensitivity_full_loss;
+    for (const SearchStep& step : *search) {
+      if (!std::isfinite(step.loss) || !std::isfinite(before)) break;
+      auto it =
+          std::find_if(a.groups.begin(), a.groups.end(), [&](const GroupAnalysis& g) { return g.name == step.group; });
+      if (it == a.groups.end()) return InternalError("search step '" + step.group + "' is not a group of the analysis");
+      recovered[static_cast<size_t>(it - a.groups.begin())] = std::max(before - step.loss, 0.0);
+      before = step.loss;
+    }
+  }
+  return recovered;
+}
+
 Ranker MakeParetoRanker() {
   Ranker r;
   r.name = "pareto";
@@ -75,22 +94,7 @@ Ranker MakeParetoRanker() {
     if (!(o.cost_latency >= 0 && o.cost_size >= 0 && o.cost_latency + o.cost_size > 0))
       return InternalError("ranker 'pareto': the cost weights must be non-negative and not both 0");
     const std::vector<double> cost = ExclusionCosts(a.groups, o);
-    std::vector<double> recovered;
-    for (const auto& g : a.groups) recovered.push_back(std::max(g.sensitivity_isolated, 0.0));
-    if (const std::vector<SearchStep>* search = BetterSearch(a)) {
-      // Each measured step: the loss before it (the full quantization's for the
-      // first) less the loss after it.
-      double before = a.sensitivity_full_loss;
-      for (const SearchStep& step : *search) {
-        if (!std::isfinite(step.loss) || !std::isfinite(before)) break;
-        auto it = std::find_if(a.groups.begin(), a.groups.end(),
-                               [&](const GroupAnalysis& g) { return g.name == step.group; });
-        if (it == a.groups.end())
-          return InternalError("search step '" + step.group + "' is not a group of the analysis");
-        recovered[static_cast<size_t>(it - a.groups.begin())] = std::max(before - step.loss, 0.0);
-        before = step.loss;
-      }
-    }
+    SEQTO_ASSIGN_OR_RETURN(const std::vector<double> recovered, RecoveredLoss(a));
     std::vector<size_t> idx(a.groups.size());
     std::iota(idx.begin(), idx.end(), 0);
     auto benefit = [&](size_t i) { return recovered[i]; };

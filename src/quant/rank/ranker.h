@@ -58,6 +58,11 @@ const std::vector<SearchStep>* BetterSearch(const AnalysisResult& a);
 // order: cost_latency x (MAC share + 0.01) + cost_size x weight share.
 std::vector<double> ExclusionCosts(const std::vector<GroupAnalysis>& groups, const RankOptions& options);
 
+// `pareto`'s accuracy recovered by leaving each group unquantized, in the groups'
+// order: the loss drop damage's interaction search measured for its groups, the
+// isolated loss (at least 0) for the others.
+Expected<std::vector<double>> RecoveredLoss(const AnalysisResult& analysis);
+
 // Orders `groups` by key ascending, ties by execution order (stable, deterministic).
 std::vector<std::string> OrderBy(const std::vector<GroupAnalysis>& groups,
                                  const std::function<double(const GroupAnalysis&)>& key);
