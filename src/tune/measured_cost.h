@@ -31,7 +31,7 @@ struct MeasuredCostOptions {
   double cost_latency = 1.0, cost_size = 1.0;  // weights, as search.cost
 };
 
-// p50 latency in ms of the plan with the named groups left unquantized.
+// Latency in ms (the tuner: the fastest of `runs` runs) of the plan with the named groups left unquantized.
 using TimeExcluded = std::function<Expected<double>(const std::set<std::string>& excluded)>;
 
 struct MeasuredStep {
