@@ -11,7 +11,9 @@
 // (against the fully quantized and the float model) gives its isolated delta; then at
 // each step the `lookahead` best groups by recovered loss per cost are re-timed on top
 // of the groups already chosen, their marginal delta replaces the isolated one, and the
-// best of them is taken. Each set of models is timed in `rounds` interleaved rounds and
+// best of them is taken. A delta below what the timing resolves (the fully quantized
+// model's spread over the rounds, at least 1% of float - int8) counts as that
+// resolution, so that noise cannot make a group free. Each set of models is timed in `rounds` interleaved rounds and
 // the median counts, so that a slow spell of the machine hits every model alike.
 #pragma once
 
@@ -44,6 +46,7 @@ struct MeasuredStep {
 
 struct MeasuredCostResult {
   double int8_ms = 0, float_ms = 0;  // the fully quantized and the float model (medians)
+  double resolution_ms = 0;          // the smallest latency cost counted (see MeasuredParetoOrder)
   std::vector<MeasuredStep> steps;   // the measured greedy order
   std::vector<std::string> order;    // steps, then the rest in the fallback order
   size_t timings = 0;                // models timed (sets x rounds)

@@ -338,12 +338,15 @@ Expected<json> MeasurePareto(const TuneConfig& config, const quant::QuantPlan& p
                      {"size_share", st.size_share}});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   char line[200];
-  std::snprintf(line, sizeof line, "exclusion costs: %zu models timed in %.1f s (int8 %.3f ms, float %.3f ms)",
-                res->timings, seconds, res->int8_ms, res->float_ms);
+  std::snprintf(line, sizeof line,
+                "exclusion costs: %zu models timed in %.1f s (int8 %.3f ms, float %.3f ms, resolution %.3f ms)",
+                res->timings, seconds, res->int8_ms, res->float_ms, res->resolution_ms);
   say(line);
-  return json{{"runner", runner.name()},      {"int8_ms", res->int8_ms},   {"float_ms", res->float_ms},
-              {"models_timed", res->timings}, {"seconds", seconds},        {"rounds", mo.rounds},
-              {"runs", lopts.runs},           {"lookahead", mo.lookahead}, {"steps", steps},
+  return json{{"runner", runner.name()},      {"int8_ms", res->int8_ms},
+              {"float_ms", res->float_ms},    {"resolution_ms", res->resolution_ms},
+              {"models_timed", res->timings}, {"seconds", seconds},
+              {"rounds", mo.rounds},          {"runs", lopts.runs},
+              {"lookahead", mo.lookahead},    {"steps", steps},
               {"order", res->order}};
 }
 

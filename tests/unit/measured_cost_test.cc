@@ -112,12 +112,31 @@ TEST(MeasuredCost, SizeWeightAndFreeGroups) {
   auto r = MeasuredParetoOrder(kNames, {1.0, 0.0, 0.9, 0.0}, {0.5, 0.2, 0.1, 0.2}, kFallback, rec.Timer(), o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->order, (std::vector<std::string>{"c", "a", "d", "b"}));
-  // A group whose timed delta is below 0 (noise, or borders removed) and that weighs
-  // nothing costs nothing: it comes first.
+  // A group whose timed delta is below 0 (noise, or borders removed) is not free: it
+  // costs the resolution, here 1% of float - int8 = 0.1 ms (the fake timer has no
+  // spread). So c (recovers 0.05 for 0.1 ms) stays behind a (1.0 for 1.0 ms); free, it
+  // would have come first.
   auto neg = [](const Set& s) -> Expected<double> { return s == Set{"c"} ? 9.5 : FakeMs(s); };
-  r = MeasuredParetoOrder(kNames, {1.0, 0.0, 0.1, 0.0}, kSize, kFallback, neg, LatencyOnly());
+  r = MeasuredParetoOrder(kNames, {1.0, 0.0, 0.05, 0.0}, kSize, kFallback, neg, LatencyOnly());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NEAR(r->resolution_ms, 0.1, 1e-12);
+  EXPECT_EQ(r->order, (std::vector<std::string>{"a", "c", "d", "b"}));
+  // With twice c's recovered loss it ties a per unit of cost and the groups' order decides.
+  r = MeasuredParetoOrder(kNames, {1.0, 0.0, 0.2, 0.0}, kSize, kFallback, neg, LatencyOnly());
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->order.front(), "c");
+}
+
+TEST(MeasuredCost, ResolutionIsTheFullyQuantizedModelsSpread) {
+  // The fully quantized model's first timing runs 2 ms slow: the timings resolve no
+  // better than 2 ms, so every group's cost is at least that, and the order is the
+  // order of recovered loss (a 1.0, c 0.85, b 0.8), d (1.5 for 5 ms) last.
+  Recorder rec;
+  rec.spikes[0] = 2.0;
+  auto r = MeasuredParetoOrder(kNames, {1.0, 0.8, 0.85, 1.5}, kSize, kFallback, rec.Timer(), LatencyOnly());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NEAR(r->resolution_ms, 2.0, 1e-12);
+  EXPECT_EQ(r->order, (std::vector<std::string>{"a", "c", "b", "d"}));
 }
 
 TEST(MeasuredCost, NoTimingWhenNothingIsShortlisted) {
