@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "core/stats.h"
+
 namespace seqto::tune {
 
 namespace {
@@ -20,15 +22,11 @@ Expected<std::vector<double>> InterleavedMedians(const std::vector<std::set<std:
       samples[i].push_back(ms);
       ++timings;
     }
-  if (spread) {
-    const auto [lo, hi] = std::minmax_element(samples[0].begin(), samples[0].end());
-    *spread = *hi - *lo;
-  }
   std::vector<double> medians;
-  for (auto& s : samples) {
-    std::sort(s.begin(), s.end());
-    const size_t n = s.size();
-    medians.push_back(n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]));
+  for (const auto& s : samples) {
+    const LatencyStats stats = Summarize(s);
+    medians.push_back(stats.p50);
+    if (spread && medians.size() == 1) *spread = stats.max - stats.min;
   }
   return medians;
 }
