@@ -94,6 +94,18 @@ PairTime TimePair(const ir::Model& model, const std::string& path, const runtime
   return t;
 }
 
+std::vector<PairTime> TimeRound(const std::vector<BlockFile>& files, const std::vector<bool>& skip, int round,
+                                int threads, const Timing& timing, bool with_ort) {
+  const bool reverse = round % 2 == 1;
+  std::vector<PairTime> times(files.size());
+  for (size_t j = 0; j < files.size(); ++j) {
+    const size_t i = reverse ? files.size() - 1 - j : j;
+    if (!skip[i])
+      times[i] = TimePair(*files[i].model, files[i].path, files[i].inputs, threads, timing, with_ort, reverse);
+  }
+  return times;
+}
+
 std::string Rounds::Spread() const {
   if (values.size() < 2) return "";
   const auto [lo, hi] = std::minmax_element(values.begin(), values.end());

@@ -60,6 +60,18 @@ struct PairTime {
 PairTime TimePair(const ir::Model& model, const std::string& path, const runtime::TensorMap& inputs, int threads,
                   const Timing& timing, bool with_ort, bool ort_first);
 
+// One file of a block the programs time together (one batch and thread count).
+struct BlockFile {
+  const ir::Model* model = nullptr;
+  std::string path;
+  runtime::TensorMap inputs;
+};
+// One interleaved round over a block: every file timed with TimePair, in the block's
+// order on even rounds, and reversed, ONNX Runtime first, on odd ones. A file whose
+// `skip` is true (it failed in an earlier round) is left untimed (a default PairTime).
+std::vector<PairTime> TimeRound(const std::vector<BlockFile>& files, const std::vector<bool>& skip, int round,
+                                int threads, const Timing& timing, bool with_ort);
+
 // The values one quantity took over interleaved measurement rounds (a latency, or a
 // ratio of two latencies of the same round). This machine's load drifts by tens of
 // percent within minutes, so the programs report the median over rounds, and the

@@ -318,16 +318,11 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   bool failed = false;
   // The files of one block: the float model, then the candidates (k = 0 first).
-  std::vector<const ir::Model*> block_models = {&*float_model};
-  std::vector<std::string> block_paths = {a.model};
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    block_models.push_back(&models[i]);
-    block_paths.push_back(candidates[i].path);
-  }
+  std::vector<bench::BlockFile> files = {{&*float_model, a.model, {}}};
+  for (size_t i = 0; i < candidates.size(); ++i) files.push_back({&models[i], candidates[i].path, {}});
   for (int batch : *batches)
     for (int threads : *thread_counts) {
-      std::vector<Row> block(block_models.size());
-      std::vector<runtime::TensorMap> inputs(block_models.size());
+      std::vector<Row> block(files.size());
       for (size_t i = 0; i < block.size(); ++i) {
         Row& r = block[i];
         r.label = i == 0 ? "float" : "k=" + std::to_string(candidates[i - 1].k);
@@ -337,22 +332,18 @@ int main(int argc, char** argv) {
         }
         r.batch = batch;
         r.threads = threads;
-        auto shape = bench::InputShape(*block_models[i], batch);
-        if (!shape) return Fail(block_paths[i] + ": " + shape.error().message);
-        inputs[i] = {{block_models[i]->graph.inputs[0].name, bench::RandomInput(*shape)}};
+        auto shape = bench::InputShape(*files[i].model, batch);
+        if (!shape) return Fail(files[i].path + ": " + shape.error().message);
+        files[i].inputs = {{files[i].model->graph.inputs[0].name, bench::RandomInput(*shape)}};
       }
       // Interleaved rounds: each times every file in both runtimes (the order of the
       // files and of the runtimes alternating between rounds), and the round's ratios
       // use only that round's times, so a load that comes and goes hits both sides.
       for (int round = 0; round < a.rounds; ++round) {
-        const bool reverse = round % 2 == 1;
-        std::vector<bench::PairTime> times(block.size());
-        for (size_t j = 0; j < block.size(); ++j) {
-          const size_t i = reverse ? block.size() - 1 - j : j;
-          if (!block[i].error.empty()) continue;  // failed in an earlier round
-          times[i] =
-              bench::TimePair(*block_models[i], block_paths[i], inputs[i], threads, a.timing, !a.no_ort, reverse);
-        }
+        std::vector<bool> failed_before;
+        for (const Row& r : block) failed_before.push_back(!r.error.empty());
+        const std::vector<bench::PairTime> times =
+            bench::TimeRound(files, failed_before, round, threads, a.timing, !a.no_ort);
         const double float_ms = times[0].seqto_ms, int8_ms = times.size() > 1 ? times[1].seqto_ms : -1;
         for (size_t i = 0; i < block.size(); ++i) {
           Row& r = block[i];

@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
         // `rounds` interleaved rounds (each round times every file in both runtimes,
         // in alternating order), so that ratios compare measurements of the same round.
         std::vector<Row> block(loaded.size());
-        std::vector<runtime::TensorMap> inputs(loaded.size());
+        std::vector<bench::BlockFile> files(loaded.size());
         for (size_t i = 0; i < loaded.size(); ++i) {
           Row& row = block[i];
           row.model = m.name;
@@ -384,17 +384,15 @@ int main(int argc, char** argv) {
           row.cnn = m.cnn;
           auto shape = bench::InputShape(loaded[i].model, batch, m.dims);
           if (!shape) return fail(loaded[i].variant->path + ": " + shape.error().message);
-          inputs[i] = {{loaded[i].model.graph.inputs[0].name, bench::RandomInput(*shape)}};
+          files[i] = {&loaded[i].model,
+                      loaded[i].variant->path,
+                      {{loaded[i].model.graph.inputs[0].name, bench::RandomInput(*shape)}}};
         }
         for (int round = 0; round < rounds; ++round) {
-          const bool reverse = round % 2 == 1;
-          std::vector<bench::PairTime> times(loaded.size());
-          for (size_t j = 0; j < loaded.size(); ++j) {
-            const size_t i = reverse ? loaded.size() - 1 - j : j;
-            if (!block[i].error.empty()) continue;  // failed in an earlier round
-            times[i] =
-                bench::TimePair(loaded[i].model, loaded[i].variant->path, inputs[i], threads, timing, !no_ort, reverse);
-          }
+          std::vector<bool> failed_before;
+          for (const Row& row : block) failed_before.push_back(!row.error.empty());
+          const std::vector<bench::PairTime> times =
+              bench::TimeRound(files, failed_before, round, threads, timing, !no_ort);
           for (size_t i = 0; i < loaded.size(); ++i) {
             Row& row = block[i];
             const bench::PairTime& t = times[i];
