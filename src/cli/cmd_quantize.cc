@@ -24,6 +24,7 @@
 #include "quant/calib/calibrate.h"
 #include "quant/node_filter.h"
 #include "quant/quantize.h"
+#include "quant/recover/recover.h"
 #include "tune/config.h"
 
 namespace seqto::cli {
@@ -79,11 +80,10 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
   if (!loaded) return fail(loaded.error());
   auto prepared = quant::QuantPlan::Prepare(*loaded);
   if (!prepared) return fail(std::move(prepared).WithContext(a.model).error());
-  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, o);
-  if (!tensors) return fail(std::move(tensors).WithContext(a.model).error());
-
-  std::optional<quant::TensorRanges> ranges;
-  json calibration = nullptr;
+  // Calibration data (static mode): opened once, read by the recovery techniques
+  // that need samples and by the calibration.
+  std::shared_ptr<data::Dataset> ds;
+  std::shared_ptr<data::BatchIterator> it;
   if (o.mode == quant::QuantMode::kStatic) {
     if (a.calib_data.empty()) return fail(UserError("--calib-data: static quantization needs calibration data"));
     if (prepared->graph.inputs.empty()) return fail(UserError(a.model + ": the model has no inputs to feed"));
@@ -94,13 +94,49 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
     options.input_shape = InputShape(prepared->graph.inputs[0]);
     auto dataset = data::OpenDataset(a.calib_data, options);
     if (!dataset) return fail(std::move(dataset).WithContext("--calib-data").error());
-    const std::shared_ptr<data::Dataset> ds = *dataset;
+    ds = *dataset;
     std::vector<data::TargetInput> targets;
     for (const auto& in : prepared->graph.inputs) targets.push_back({in.name, in.dtype, InputShape(in)});
     const std::vector<int64_t> indices = data::SampleIndices(ds->size(), a.calib_samples, a.seed);
     auto iterator = data::BatchIterator::Create(ds, indices, a.batch, targets);
     if (!iterator) return fail(std::move(iterator).WithContext("--calib-data").error());
-    std::shared_ptr<data::BatchIterator> it = std::move(*iterator);
+    it = std::move(*iterator);
+  }
+
+  // Accuracy recovery, float stage: the rewritten model is the one calibrated and
+  // quantized.
+  std::vector<runtime::TensorMap> samples;
+  if (it && quant::recover::NeedsData(o)) {
+    data::Batch batch;
+    for (;;) {
+      auto more = it->Next(batch);
+      if (!more) return fail(std::move(more).WithContext("--calib-data").error());
+      if (!*more) break;
+      samples.push_back(std::move(batch.feeds));
+    }
+    it->Reset();
+  }
+  quant::BatchList sample_list;
+  sample_list.num_batches = samples.size();
+  sample_list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return samples[i]; };
+  quant::recover::RecoveryContext ctx;
+  ctx.calibration = it ? &sample_list : nullptr;
+  ctx.threads = a.threads;
+  ctx.seed = a.seed;
+  ctx.say = [](const std::string& line) { std::fprintf(stderr, "seqto quantize: %s\n", line.c_str()); };
+  json recovery = json::array();
+  {
+    auto rewritten = quant::recover::RewriteFloatModel(*prepared, o, ctx, recovery);
+    if (!rewritten) return fail(std::move(rewritten).WithContext(a.model).error());
+    prepared = std::move(*rewritten);
+  }
+
+  auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, o);
+  if (!tensors) return fail(std::move(tensors).WithContext(a.model).error());
+
+  std::optional<quant::TensorRanges> ranges;
+  json calibration = nullptr;
+  if (o.mode == quant::QuantMode::kStatic) {
     const int64_t num_batches = it->num_batches();
     std::fprintf(stderr, "seqto quantize: calibrating %zu tensors on %lld samples of %s\n", tensors->size(),
                  static_cast<long long>(it->num_samples()), ds->description().c_str());
@@ -120,6 +156,13 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
 
   auto plan = quant::QuantPlan::Create(*prepared, o, ranges ? &*ranges : nullptr);
   if (!plan) return fail(std::move(plan).WithContext(a.model).error());
+  // Accuracy recovery, plan stage (bias correction, learned rounding).
+  if (Status s = quant::recover::RefinePlan(*plan, ctx, recovery); !s.ok())
+    return fail(Status(s).WithContext(a.model).error());
+  for (const auto& r : recovery)
+    std::fprintf(stderr, "seqto quantize: recovery %s (%s stage) took %.1f s: %s\n",
+                 r["name"].get<std::string>().c_str(), r["stage"].get<std::string>().c_str(),
+                 r["seconds"].get<double>(), r["result"].dump().c_str());
   auto model = plan->Materialize();
   if (!model) return fail(std::move(model).WithContext(a.model).error());
   if (Status s = onnxio::CheckModel(*model); !s.ok())
@@ -143,6 +186,7 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
     j["model"] = a.model;
     j["mode"] = o.mode == quant::QuantMode::kStatic ? "static" : "dynamic";
     j["size_bytes"] = ec ? 0 : static_cast<int64_t>(size);
+    j["recovery"] = recovery;
     j["groups"] = json::array();
     for (const auto& g : plan->groups())
       j["groups"].push_back({{"name", g.name},

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_util.h"
+#include "quant/recover/technique.h"
 #include "tune/config.h"
 
 namespace seqto::cli {
@@ -22,6 +23,9 @@ void AddQuantFlags(CLI::App& cmd, QuantFlags& f) {
       ->delimiter(',');
   cmd.add_option("--nodes", f.nodes, "Only these nodes (names or globs, comma-separated)")->delimiter(',');
   cmd.add_option("--exclude", f.exclude, "Keep these nodes in float (names or globs, comma-separated)")->delimiter(',');
+  cmd.add_option("--recover", f.recover,
+                 "Accuracy recovery: NAME or NAME:key=value,... (repeat for several; they run in a fixed order):\n" +
+                     quant::recover::TechniquesHelp());
   cmd.add_option("--config", f.config, "JSON options with ONNX Runtime's names (flags override them)");
 }
 
@@ -56,6 +60,14 @@ Expected<quant::QuantOptions> BuildQuantOptions(const QuantFlags& f, const CLI::
   if (given("--op-types")) o.op_types_to_quantize = f.op_types;
   if (given("--nodes")) o.nodes_to_quantize = f.nodes;
   if (given("--exclude")) o.nodes_to_exclude = f.exclude;
+  if (given("--recover")) {
+    o.recovery.clear();
+    for (const auto& text : f.recover) {
+      SEQTO_ASSIGN_OR_RETURN(quant::RecoverySpec spec, quant::recover::ParseRecoverySpec(text, "--recover"));
+      o.recovery.push_back(std::move(spec));
+    }
+  }
+  if (Status s = quant::recover::CheckRecoverySpecs(o); !s.ok()) return s.error();
   quant::SyncCalibrationOptions(o);
   return o;
 }

@@ -17,12 +17,12 @@ namespace seqto::cli {
 
 struct QuantFlags {
   std::string mode = "static", calibration, activation_type, weight_type, config;
-  std::vector<std::string> op_types, nodes, exclude;
+  std::vector<std::string> op_types, nodes, exclude, recover;
   bool per_channel = false, reduce_range = false, power_of_two = false;
 };
 
 // Adds --mode, --calibration, --per-channel, --reduce-range, --power-of-two,
-// --activation-type, --weight-type, --op-types, --nodes, --exclude, --config.
+// --activation-type, --weight-type, --op-types, --nodes, --exclude, --recover, --config.
 void AddQuantFlags(CLI::App& cmd, QuantFlags& flags);
 
 // The options: --config first (if given), then every flag given on the command line.

@@ -108,9 +108,10 @@ struct PlannedTensor {
   bool initializer = false;
   bool graph_output = false;  // its producer's output is renamed; the DQ writes the name
   bool fp16 = false;          // float16 fallback: Cast pair / float16 initializer
-  QuantParams params;         // type, scales, zero points, axis
-  std::string key;            // identifies `params` (equal keys, equal parameters)
-  std::string root;           // the tensor whose scale/zero point initializers it uses (itself unless shared)
+  Precision precision = Precision::kBase;
+  QuantParams params;  // type, scales, zero points, axis
+  std::string key;     // identifies `params` (equal keys, equal parameters)
+  std::string root;    // the tensor whose scale/zero point initializers it uses (itself unless shared)
   // Names of what is inserted.
   std::string q_node, dq_node;  // (Cast nodes for fp16)
   std::string q_input, q_output, dq_output;
@@ -140,10 +141,13 @@ struct StaticPlan {
 
 // `precision[i]` for every node: kBase for quantized nodes of the plan, kInt16/kFloat16
 // for the nodes of excluded groups under that fallback (the tensors they need use it).
+// `refinements` replace the values of biases quantized at kBase.
 Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& options, const TensorRanges& ranges,
-                                const Marking& marking, const std::vector<Precision>& precision, ParamCache& cache);
-// Step 3.
-Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan);
+                                const Marking& marking, const std::vector<Precision>& precision, ParamCache& cache,
+                                const Refinements& refinements);
+// Step 3. `refinements` replace the values (or the rounding) of initializers quantized
+// at kBase.
+Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan, const Refinements& refinements);
 
 // Dynamic quantization (ORT's quantize_dynamic): per quantized node, the activation
 // is quantized at run time (DynamicQuantizeLinear, shared by the node's of one

@@ -415,7 +415,8 @@ Precision TensorPrecision(const TensorMark& mk, const std::vector<Precision>& pr
 }  // namespace
 
 Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& options, const TensorRanges& ranges,
-                                const Marking& marking, const std::vector<Precision>& precision, ParamCache& cache) {
+                                const Marking& marking, const std::vector<Precision>& precision, ParamCache& cache,
+                                const Refinements& refinements) {
   StaticPlan plan;
   plan.target_opset = info.opset;
   NameAllocator names(info.graph);
@@ -541,6 +542,7 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     pt.root = t;
     pt.initializer = info.IsInitializer(t);
     pt.fp16 = p == Precision::kFloat16;
+    pt.precision = p;
     if (pt.initializer) {
       if (pt.fp16) {
         pt.quantized_name = names.Value(t + "_float16");
@@ -630,6 +632,12 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     const PlannedTensor &pin = plan.tensors[in->second], &pw = plan.tensors[w->second];
     if (pin.fp16 || pw.fp16 || pin.params.scale.size() != 1) continue;
     const Tensor* bias = info.Initializer(b);
+    // A corrected bias (bias correction) belongs to the quantized node only.
+    if (auto refined = refinements.values.find(b);
+        refined != refinements.values.end() && precision[bm.node] == Precision::kBase &&
+        pin.precision == Precision::kBase && pw.precision == Precision::kBase &&
+        refined->second.numel() == bias->numel())
+      bias = &refined->second;
     if (pw.params.per_channel() && static_cast<size_t>(bias->numel()) != pw.params.scale.size()) continue;
     QuantParams wp = pw.params;
     if (bm.beta != 1.0f)
@@ -734,7 +742,23 @@ ir::Node MakeNode(const std::string& name, const std::string& op, const std::str
 
 }  // namespace
 
-Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan) {
+// The integers of a quantized initializer: its learned rounding or its refined float
+// values when the plan has them (at the plan's own precision only), else its own
+// values rounded.
+Expected<Tensor> QuantizedInitializer(const Tensor& w, const PlannedTensor& pt, const Refinements& refinements) {
+  if (pt.precision == Precision::kBase) {
+    if (auto it = refinements.weight_integers.find(pt.name); it != refinements.weight_integers.end()) {
+      if (it->second.dtype() != StorageDType(pt.params.type) || it->second.shape() != w.shape())
+        return InternalError("tensor '" + pt.name + "': its refined integers do not match its quantization");
+      return it->second;
+    }
+    if (auto it = refinements.values.find(pt.name); it != refinements.values.end())
+      return QuantizeTensor(it->second, pt.params);
+  }
+  return QuantizeTensor(w, pt.params);
+}
+
+Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan, const Refinements& refinements) {
   ir::Model out = info.model;
   rewrite::GraphPatch patch;
   std::map<size_t, ir::Node> edited;
@@ -769,7 +793,7 @@ Expected<ir::Model> EmitStatic(const GraphInfo& info, const StaticPlan& plan) {
         cast.attributes["to"] = IntAttr(static_cast<int64_t>(DType::kFloat32));
         patch.AddNode(std::move(cast));
       } else {
-        auto q = QuantizeTensor(*w, pt.params);
+        auto q = QuantizedInitializer(*w, pt, refinements);
         if (!q.ok()) return std::move(q).WithContext("tensor '" + t + "'").error();
         patch.SetInitializer(pt.quantized_name, std::move(*q));
         patch.SetInitializer(pt.scale_name, ScaleTensor(pt.params));

@@ -258,12 +258,13 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
   const std::vector<Precision> base(num_nodes, Precision::kBase);
   auto signature = [&](const std::vector<bool>& q) -> Expected<std::map<std::string, std::string>> {
     Marking m = detail::MarkStatic(info, options, plan.ranges_, q);
-    SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan p, detail::PlanStatic(info, options, plan.ranges_, m, base, cache));
+    SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan p,
+                           detail::PlanStatic(info, options, plan.ranges_, m, base, cache, plan.refinements_));
     return p.Signature();
   };
   const Marking full = detail::MarkStatic(info, options, plan.ranges_, q_full);
   SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan full_plan,
-                         detail::PlanStatic(info, options, plan.ranges_, full, base, cache));
+                         detail::PlanStatic(info, options, plan.ranges_, full, base, cache, plan.refinements_));
 
   // Initial groups: every node that quantized something; a removable activation joins
   // the producer ORT would fold it into; a pass-through op joins the group that
@@ -405,7 +406,8 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
 
   // The full plan (of the final node set) and each group's details.
   const Marking final_marking = detail::MarkStatic(info, options, plan.ranges_, q_plan);
-  SEQTO_ASSIGN_OR_RETURN(full_plan, detail::PlanStatic(info, options, plan.ranges_, final_marking, base, cache));
+  SEQTO_ASSIGN_OR_RETURN(
+      full_plan, detail::PlanStatic(info, options, plan.ranges_, final_marking, base, cache, plan.refinements_));
   const std::set<std::string> full_nodes = full_plan.InsertedNodes();
   for (const auto& g : groups) {
     const std::set<size_t> nodes(g.nodes.begin(), g.nodes.end());
@@ -438,7 +440,8 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
     std::vector<bool> q = q_plan;
     for (size_t i : g.nodes) q[i] = false;
     Marking m = detail::MarkStatic(info, options, plan.ranges_, q);
-    SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan without, detail::PlanStatic(info, options, plan.ranges_, m, base, cache));
+    SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan without,
+                           detail::PlanStatic(info, options, plan.ranges_, m, base, cache, plan.refinements_));
     const std::set<std::string> rest = without.InsertedNodes();
     for (const auto& name : full_nodes)
       if (!rest.count(name)) qg.owned_qdq_nodes.push_back(name);
@@ -489,8 +492,11 @@ Expected<ir::Model> QuantPlan::Materialize(const std::set<std::string>& excluded
     return detail::EmitDynamic(info, options_, p, cache);
   }
   const Marking m = detail::MarkStatic(info, options_, ranges_, q);
-  SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan p, detail::PlanStatic(info, options_, ranges_, m, precision, cache));
-  return detail::EmitStatic(info, p);
+  SEQTO_ASSIGN_OR_RETURN(detail::StaticPlan p,
+                         detail::PlanStatic(info, options_, ranges_, m, precision, cache, refinements_));
+  SEQTO_ASSIGN_OR_RETURN(ir::Model model, detail::EmitStatic(info, p, refinements_));
+  if (!recovery_record_.empty()) model.metadata["seqto.recovery"] = recovery_record_;
+  return model;
 }
 
 void SyncCalibrationOptions(QuantOptions& options) {

@@ -37,6 +37,14 @@ struct TensorOverride {
   bool operator==(const TensorOverride&) const = default;
 };
 
+// One accuracy-recovery technique the quantization applies (quant/recover/), with its
+// options by name (booleans as 0/1). The registry checks names and values.
+struct RecoverySpec {
+  std::string name;
+  std::map<std::string, double> options;
+  bool operator==(const RecoverySpec&) const = default;
+};
+
 struct QuantOptions {
   QuantMode mode = QuantMode::kStatic;
   bool per_channel = false;
@@ -61,6 +69,9 @@ struct QuantOptions {
   CalibrationMethod calibration = CalibrationMethod::kMinMax;
   CalibrationOptions calibration_options;                  // CalibMovingAverage etc.
   std::map<std::string, TensorOverride> tensor_overrides;  // TensorQuantOverrides
+  // Accuracy-recovery techniques (quant/recover/technique.h), applied in the
+  // registry's order whatever the order here; each name at most once.
+  std::vector<RecoverySpec> recovery;
   bool operator==(const QuantOptions&) const = default;
 };
 
@@ -82,6 +93,22 @@ struct QuantGroup {
   int64_t weight_elements = 0;  // total weight elements (the STM32 ranker's key)
   int64_t output_channels = 0;  // output channels of the weight (0 if none)
   int64_t macs = -1;            // multiply-accumulates at batch 1 (quant/macs.h); -1: unknown
+};
+
+// What the plan-stage recovery techniques (bias correction, learned rounding) change
+// in the full quantization. Each entry applies only where its tensor is quantized at
+// the plan's own precision: an excluded group (float, or an int16/float16 fallback)
+// uses the float model's values, which is what makes the corrections edits of the
+// quantized model and not of the float one.
+struct Refinements {
+  // Float values quantized in place of an initializer's own, with the parameters the
+  // original would get (so the scales do not move): corrected biases (int32, scale
+  // s_in * s_w) and corrected constant inputs.
+  std::map<std::string, Tensor> values;
+  // Integer values (the storage type of the weight's parameters) used in place of
+  // rounding a weight: learned rounding.
+  std::map<std::string, Tensor> weight_integers;
+  bool empty() const { return values.empty() && weight_integers.empty(); }
 };
 
 // What an excluded group falls back to.
@@ -136,6 +163,15 @@ class QuantPlan {
   Expected<ir::Model> Materialize(const std::set<std::string>& excluded = {},
                                   Fallback fallback = Fallback::kFloat) const;
 
+  // The plan-stage recovery techniques' edits (quant/recover/), used by every later
+  // Materialize. Static mode only (dynamic quantization has no planned biases).
+  const Refinements& refinements() const { return refinements_; }
+  void SetRefinements(Refinements refinements) { refinements_ = std::move(refinements); }
+  // What the recovery techniques did (a JSON array, one object per technique), written
+  // into every materialized model's metadata as "seqto.recovery"; empty: none ran.
+  const std::string& recovery_record() const { return recovery_record_; }
+  void SetRecoveryRecord(std::string record) { recovery_record_ = std::move(record); }
+
   // The op types each mode can quantize (what op_types_to_quantize may name).
   static const std::set<std::string>& SupportedOpTypes(QuantMode mode);
 
@@ -151,6 +187,8 @@ class QuantPlan {
   // Weight scales/zero points, computed once and shared by every Materialize (and by
   // copies of the plan).
   std::shared_ptr<detail::ParamCache> cache_;
+  Refinements refinements_;
+  std::string recovery_record_;
 };
 
 }  // namespace seqto::quant

@@ -12,6 +12,7 @@
 #include "core/parallel.h"
 #include "quant/calib/calibrate.h"
 #include "quant/rank/ranker.h"
+#include "quant/recover/technique.h"
 #include "runners/runner.h"
 #include "tune/search.h"
 
@@ -299,7 +300,18 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
     }
     SEQTO_RETURN_IF_ERROR(e.Finish());
   }
+  if (const json* list = r.Object("recovery")) {
+    if (!list->is_array()) return UserError(r.KeyPath("recovery") + ": expected a list of recovery techniques");
+    for (size_t i = 0; i < list->size(); ++i) {
+      SEQTO_ASSIGN_OR_RETURN(
+          quant::RecoverySpec spec,
+          quant::recover::ParseRecoverySpec((*list)[i], r.KeyPath("recovery") + "[" + std::to_string(i) + "]"));
+      o.recovery.push_back(std::move(spec));
+    }
+  }
   SEQTO_RETURN_IF_ERROR(r.Finish());
+  if (Status s = quant::recover::CheckRecoverySpecs(o); !s.ok())
+    return Status(s).WithContext(where.empty() ? "quantization" : where);
   quant::SyncCalibrationOptions(o);
   return o;
 }
@@ -340,6 +352,12 @@ json QuantOptionsToJson(const quant::QuantOptions& o) {
   }
   extra["TensorQuantOverrides"] = overrides;
   j["extra_options"] = extra;
+  // Only when used, so run directories written before recovery existed still resume.
+  if (!o.recovery.empty()) {
+    json list = json::array();
+    for (const auto& spec : o.recovery) list.push_back(quant::recover::RecoverySpecToJson(spec));
+    j["recovery"] = list;
+  }
   return j;
 }
 

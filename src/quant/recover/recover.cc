@@ -1,0 +1,78 @@
+#include "quant/recover/recover.h"
+
+#include <chrono>
+#include <map>
+
+namespace seqto::quant::recover {
+
+using nlohmann::json;
+
+namespace {
+
+// The specs of `options`, in the registry's order (the order they run).
+std::vector<std::pair<const Technique*, const RecoverySpec*>> InRunOrder(const QuantOptions& options) {
+  std::vector<std::pair<const Technique*, const RecoverySpec*>> out;
+  for (const auto& t : Techniques())
+    for (const auto& spec : options.recovery)
+      if (spec.name == t.name) out.push_back({&t, &spec});
+  return out;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+Status CheckData(const Technique& t, const RecoveryContext& ctx) {
+  if (t.needs_data && (!ctx.calibration || ctx.calibration->num_batches == 0))
+    return UserError("recovery technique '" + t.name + "' needs calibration data");
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool NeedsData(const QuantOptions& options) {
+  for (const auto& [t, spec] : InRunOrder(options))
+    if (t->needs_data) return true;
+  return false;
+}
+
+Expected<ir::Model> RewriteFloatModel(const ir::Model& prepared, const QuantOptions& options,
+                                      const RecoveryContext& ctx, json& record) {
+  SEQTO_RETURN_IF_ERROR(CheckRecoverySpecs(options));
+  if (!record.is_array()) record = json::array();
+  ir::Model model = prepared;
+  for (const auto& [t, spec] : InRunOrder(options)) {
+    if (!t->rewrite_float) continue;
+    SEQTO_RETURN_IF_ERROR(CheckData(*t, ctx));
+    const auto start = std::chrono::steady_clock::now();
+    json what = json::object();
+    SEQTO_ASSIGN_OR_RETURN(model, t->rewrite_float(model, *spec, ctx, what));
+    json entry = RecoverySpecToJson(*spec);
+    entry["stage"] = "float";
+    entry["seconds"] = Seconds(start);
+    entry["result"] = std::move(what);
+    record.push_back(std::move(entry));
+  }
+  return model;
+}
+
+Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
+  SEQTO_RETURN_IF_ERROR(CheckRecoverySpecs(plan.options()));
+  if (!record.is_array()) record = json::array();
+  for (const auto& [t, spec] : InRunOrder(plan.options())) {
+    if (!t->refine_plan) continue;
+    SEQTO_RETURN_IF_ERROR(CheckData(*t, ctx));
+    const auto start = std::chrono::steady_clock::now();
+    json what = json::object();
+    SEQTO_RETURN_IF_ERROR(t->refine_plan(plan, *spec, ctx, what));
+    json entry = RecoverySpecToJson(*spec);
+    entry["stage"] = "plan";
+    entry["seconds"] = Seconds(start);
+    entry["result"] = std::move(what);
+    record.push_back(std::move(entry));
+  }
+  plan.SetRecoveryRecord(record.empty() ? std::string() : record.dump());
+  return Status::Ok();
+}
+
+}  // namespace seqto::quant::recover
