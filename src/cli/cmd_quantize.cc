@@ -106,7 +106,7 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
   // Accuracy recovery, float stage: the rewritten model is the one calibrated and
   // quantized.
   std::vector<runtime::TensorMap> samples;
-  if (it && quant::recover::NeedsData(o)) {
+  if (it && quant::recover::UsesData(o)) {
     data::Batch batch;
     for (;;) {
       auto more = it->Next(batch);

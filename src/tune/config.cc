@@ -305,7 +305,7 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
     for (size_t i = 0; i < list->size(); ++i) {
       SEQTO_ASSIGN_OR_RETURN(
           quant::RecoverySpec spec,
-          quant::recover::ParseRecoverySpec((*list)[i], r.KeyPath("recovery") + "[" + std::to_string(i) + "]"));
+          quant::recover::ParseRecoverySpecJson((*list)[i], r.KeyPath("recovery") + "[" + std::to_string(i) + "]"));
       o.recovery.push_back(std::move(spec));
     }
   }

@@ -30,9 +30,9 @@ Status CheckData(const Technique& t, const RecoveryContext& ctx) {
 
 }  // namespace
 
-bool NeedsData(const QuantOptions& options) {
+bool UsesData(const QuantOptions& options) {
   for (const auto& [t, spec] : InRunOrder(options))
-    if (t->needs_data) return true;
+    if (t->needs_data || t->uses_data) return true;
   return false;
 }
 

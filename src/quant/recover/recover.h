@@ -29,7 +29,8 @@ Expected<ir::Model> RewriteFloatModel(const ir::Model& prepared, const QuantOpti
 // "seqto.recovery" metadata.
 Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, nlohmann::json& record);
 
-// Whether any technique of the options needs the calibration samples.
-bool NeedsData(const QuantOptions& options);
+// Whether the techniques of the options may read the calibration samples (any that
+// needs or can use them): callers then pass them in the context.
+bool UsesData(const QuantOptions& options);
 
 }  // namespace seqto::quant::recover

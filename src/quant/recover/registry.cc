@@ -122,7 +122,7 @@ Expected<RecoverySpec> ParseRecoverySpec(const std::string& text, const std::str
   return spec;
 }
 
-Expected<RecoverySpec> ParseRecoverySpec(const json& j, const std::string& where) {
+Expected<RecoverySpec> ParseRecoverySpecJson(const json& j, const std::string& where) {
   if (j.is_string()) return ParseRecoverySpec(j.get<std::string>(), where);
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
     return UserError(where + ": expected a technique name or an object with a \"name\"");

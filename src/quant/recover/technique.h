@@ -49,7 +49,8 @@ struct Technique {
   std::string name;
   std::string description;
   std::vector<OptionSpec> options;
-  bool needs_data = false;   // reads the calibration samples
+  bool needs_data = false;   // cannot work without the calibration samples
+  bool uses_data = false;    // reads them when there are some (static mode)
   bool static_only = false;  // needs static quantization (the plan stage edits its Q/DQ values)
   // Float stage: returns the rewritten model. `record` receives what the technique
   // did (counts, scales...), shown in the report and the model's metadata.
@@ -73,7 +74,7 @@ double OptionValue(const RecoverySpec& spec, const std::string& key);
 // Unknown names and keys, values of the wrong kind or out of bounds are user errors
 // naming `where` and the key.
 Expected<RecoverySpec> ParseRecoverySpec(const std::string& text, const std::string& where);
-Expected<RecoverySpec> ParseRecoverySpec(const nlohmann::json& j, const std::string& where);
+Expected<RecoverySpec> ParseRecoverySpecJson(const nlohmann::json& j, const std::string& where);
 // Every option with its value (defaults filled in), for config.json and the report.
 nlohmann::json RecoverySpecToJson(const RecoverySpec& spec);
 // Checks a list: known names, each at most once, static-only ones in static mode.

@@ -1,0 +1,105 @@
+// Accuracy recovery from the command line (`seqto quantize --recover`, the config's
+// quantization.recovery list): a technique runs, says what it did, and is recorded
+// in the model's metadata; a bad technique name, option or value is one clear error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "onnxio/model_io.h"
+
+namespace seqto {
+namespace {
+
+using namespace cli_test;
+namespace fs = std::filesystem;
+const fs::path kExamples = fs::path(SEQTO_SOURCE_DIR) / "examples/fashion-mnist";
+
+std::vector<std::string> QuantizeArgs(const fs::path& out) {
+  return {"quantize",     (kExamples / "mobilenetv2.onnx").string(), "-o", out.string(),
+          "--calib-data", (kExamples / "sample_input.npy").string()};
+}
+
+// The "seqto.recovery" metadata of a written model, parsed.
+nlohmann::json RecoveryRecord(const fs::path& model) {
+  auto m = onnxio::LoadModel(model.string());
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  if (!m.ok() || !m->metadata.count("seqto.recovery")) return nullptr;
+  return nlohmann::json::parse(m->metadata.at("seqto.recovery"));
+}
+
+TEST(RecoverCli, EqualizationRunsAndIsRecordedInTheModel) {
+  const fs::path dir = TempDir();
+  const fs::path out = dir / "cle.onnx", json = dir / "q.json";
+  std::vector<std::string> args = QuantizeArgs(out);
+  for (const char* a : {"--recover", "cle:relu6=2,iterations=50", "--json"}) args.push_back(a);
+  args.push_back(json.string());
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  EXPECT_NE(r.err.find("recovery cle"), std::string::npos) << r.err;
+  const nlohmann::json record = RecoveryRecord(out);
+  ASSERT_TRUE(record.is_array()) << record;
+  ASSERT_EQ(record.size(), 1u);
+  EXPECT_EQ(record[0].value("name", ""), "cle");
+  EXPECT_EQ(record[0].value("stage", ""), "float");
+  EXPECT_EQ(record[0].value("iterations", 0), 50);  // every option, defaults filled in
+  EXPECT_EQ(record[0].value("relu6", 0), 2);
+  EXPECT_TRUE(record[0].contains("bias_absorption"));
+  // The bundled MobileNetV2 has conv -> ReLU6 -> conv chains to equalize.
+  EXPECT_GT(record[0]["result"].value("pairs", 0), 0) << record;
+  EXPECT_GT(record[0]["result"].value("relu6_replaced", 0), 0) << record;
+  // --json repeats it.
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["recovery"], record);
+}
+
+TEST(RecoverCli, WithoutTechniquesTheModelHasNoRecord) {
+  const fs::path out = TempDir() / "plain.onnx";
+  const std::vector<std::string> args = QuantizeArgs(out);
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  EXPECT_TRUE(RecoveryRecord(out).is_null());
+}
+
+TEST(RecoverCli, ConfigListRunsTheSameTechnique) {
+  const fs::path dir = TempDir();
+  const fs::path config = dir / "q.json", out = dir / "cle.onnx";
+  std::ofstream(config) << R"({"recovery": [{"name": "cle", "relu6": 2}]})";
+  std::vector<std::string> args = QuantizeArgs(out);
+  args.push_back("--config");
+  args.push_back(config.string());
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  const nlohmann::json record = RecoveryRecord(out);
+  ASSERT_TRUE(record.is_array());
+  EXPECT_EQ(record.at(0).value("relu6", 0), 2);
+}
+
+TEST(RecoverCli, BadSpecsAreOneClearError) {
+  const fs::path dir = TempDir();
+  const fs::path out = dir / "bad.onnx";
+  auto expect_error = [&](const std::vector<std::string>& extra, const std::vector<std::string>& parts) {
+    std::vector<std::string> args = QuantizeArgs(out);
+    args.insert(args.end(), extra.begin(), extra.end());
+    cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
+    EXPECT_FALSE(fs::exists(out));
+  };
+  expect_error({"--recover", "magic"}, {"unknown recovery technique 'magic'", "cle"});
+  expect_error({"--recover", "cle:speed=3"}, {"unknown option 'speed'", "relu6"});
+  expect_error({"--recover", "cle:relu6=3"}, {"relu6", "outside [0, 2]"});
+  expect_error({"--recover", "cle:iterations=2.5"}, {"iterations", "integer"});
+  expect_error({"--recover", "cle:bias_absorption=maybe"}, {"bias_absorption", "true or false"});
+  expect_error({"--recover", "cle:relu6"}, {"key=value"});
+  expect_error({"--recover", "cle", "--recover", "cle"}, {"'cle' is given twice"});
+  const fs::path config = dir / "bad.json";
+  std::ofstream(config) << R"({"recovery": [{"name": "cle", "relu6": true}]})";
+  expect_error({"--config", config.string()}, {"recovery[0]", "relu6", "number"});
+  std::ofstream(config) << R"({"recovery": "cle"})";
+  expect_error({"--config", config.string()}, {"recovery", "list"});
+}
+
+}  // namespace
+}  // namespace seqto
