@@ -2,6 +2,7 @@
 // the model, calibrate once, quantize fully, analyze and rank the groups, then
 // evaluate candidates (the full quantization minus the first k ranked groups) chosen
 // by a search strategy, each measured on a runner; keep the Pareto-optimal ones.
+// Each step is a stage of its own (tune/tune_stages.h).
 //
 // The run directory holds everything, written atomically as soon as it is known:
 //   config.json            the settings (a resumed run must have the same, `out` aside)
