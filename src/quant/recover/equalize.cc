@@ -60,6 +60,7 @@ struct Pair {
   ConvRef a, b;
   std::string a_output;     // A's output (B's input when there is no activation)
   std::ptrdiff_t act = -1;  // the activation node between them, -1: none
+  std::string act_output;   // its output (B's input)
   bool relu6 = false;       // act is a Clip(0, 6) (to be replaced by Relu)
   bool b_unpadded = false;  // B reads no padding (bias absorption is exact)
 };
@@ -165,6 +166,7 @@ std::vector<Pair> FindPairs(const ir::Graph& g, bool with_relu6) {
       p.act = static_cast<std::ptrdiff_t>(*next);
       if (mid.outputs.empty()) continue;
       b_input = mid.outputs[0];
+      p.act_output = b_input;
       next = SoleConsumer(u, b_input);
       if (!next) continue;
     }
@@ -236,14 +238,17 @@ double EqualizePair(ir::Graph& g, const Pair& p, std::vector<double>& total) {
   return moved;
 }
 
-// The largest value of each ReLU6 pair's pre-activation (A's output) on the samples.
-Expected<std::map<std::string, float>> MaxPreActivations(const ir::Model& model, const std::vector<Pair>& pairs,
-                                                         const RecoveryContext& ctx) {
+// The largest value of each ReLU6 pair's activation output on the samples, by A's
+// output: below 6 means the clip never acted. (The activation's output, not A's: it
+// is what a fused conv materializes, so observing it keeps the fast kernels.)
+Expected<std::map<std::string, float>> MaxActivations(const ir::Model& model, const std::vector<Pair>& pairs,
+                                                      const RecoveryContext& ctx) {
   runtime::SessionOptions so;
   so.threads = ctx.threads;
   std::map<std::string, float> max;
+  std::map<std::string, std::string> pair_of;  // act output -> A's output
   for (const auto& p : pairs)
-    if (p.relu6) so.keep_values.insert(p.a_output), max[p.a_output] = -INFINITY;
+    if (p.relu6) so.keep_values.insert(p.act_output), max[p.act_output] = -INFINITY, pair_of[p.act_output] = p.a_output;
   if (max.empty()) return max;
   SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, so));
   runtime::RunHooks hooks;
@@ -259,28 +264,35 @@ Expected<std::map<std::string, float>> MaxPreActivations(const ir::Model& model,
     SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap feeds, ctx.calibration->get(i));
     SEQTO_RETURN_IF_ERROR(session->Run(feeds, &hooks).status());
   }
-  return max;
+  std::map<std::string, float> by_pair;
+  for (const auto& [act, m] : max) by_pair[pair_of.at(act)] = m;
+  return by_pair;
 }
 
-// Per-channel minimum of each pair's pre-activation (A's output) over the samples,
-// and for ReLU6 pairs the share of values above their (scaled) clip.
+// Per-channel minimum of each Relu pair's activation output over the samples (by A's
+// output; where it is above 0 it is also the pre-activation's minimum), and for
+// replaced ReLU6 the share of values above their (scaled) clip.
 struct Observed {
   std::map<std::string, std::vector<float>> min;
-  std::map<std::string, double> above_clip;  // a_output -> share of values above the original 6
+  std::map<std::string, double> above_clip;  // A's output -> share of values above the original 6
 };
 
-Expected<Observed> ObservePreActivations(const ir::Model& model, const std::vector<Pair>& pairs,
-                                         const std::map<std::string, std::vector<double>>& clip_at,
-                                         const RecoveryContext& ctx) {
+Expected<Observed> ObserveActivations(const ir::Model& model, const std::vector<Pair>& pairs,
+                                      const std::map<std::string, std::vector<double>>& clip_at,
+                                      const RecoveryContext& ctx) {
   runtime::SessionOptions so;
   so.threads = ctx.threads;
-  for (const auto& p : pairs) so.keep_values.insert(p.a_output);
+  std::map<std::string, std::string> pair_of;  // act output -> A's output
+  for (const auto& p : pairs)
+    if (p.act >= 0) so.keep_values.insert(p.act_output), pair_of[p.act_output] = p.a_output;
   SEQTO_ASSIGN_OR_RETURN(auto session, runtime::Session::Create(model, so));
   Observed seen;
   std::map<std::string, std::pair<int64_t, int64_t>> above;  // a_output -> (above, total)
   runtime::RunHooks hooks;
-  hooks.observe = [&](const std::string& name, const Tensor& v) {
-    if (!so.keep_values.count(name) || v.dtype() != DType::kFloat32 || v.rank() < 2) return;
+  hooks.observe = [&](const std::string& act_output, const Tensor& v) {
+    auto of = pair_of.find(act_output);
+    if (of == pair_of.end() || v.dtype() != DType::kFloat32 || v.rank() < 2) return;
+    const std::string& name = of->second;
     const int64_t n = v.dim(0), c = v.dim(1), inner = v.numel() / std::max<int64_t>(1, n * c);
     auto& m = seen.min[name];
     if (m.empty()) m.assign(c, INFINITY);
@@ -378,10 +390,10 @@ Expected<ir::Model> Equalize(const ir::Model& prepared, const RecoverySpec& spec
   if (relu6 == 1) {
     // Only the ReLU6 that never clip on the calibration samples.
     if (!have_data) return UserError("cle: relu6=1 needs calibration samples (relu6=0 or 2 do not)");
-    SEQTO_ASSIGN_OR_RETURN(auto max, MaxPreActivations(model, pairs, ctx));
+    SEQTO_ASSIGN_OR_RETURN(auto max, MaxActivations(model, pairs, ctx));
     std::vector<Pair> kept;
     for (const auto& p : pairs)
-      if (!p.relu6 || max.at(p.a_output) <= 6.0f) kept.push_back(p);
+      if (!p.relu6 || max.at(p.a_output) < 6.0f) kept.push_back(p);
     pairs = std::move(kept);
   }
   // Replace the ReLU6 of the pairs by Relu first: the pairs are then Relu pairs.
@@ -422,7 +434,7 @@ Expected<ir::Model> Equalize(const ir::Model& prepared, const RecoverySpec& spec
         auto& limit = clip_at[p.a_output];
         for (double s : scale[p.a_output]) limit.push_back(6.0 / s);
       }
-    SEQTO_ASSIGN_OR_RETURN(Observed seen, ObservePreActivations(model, pairs, clip_at, ctx));
+    SEQTO_ASSIGN_OR_RETURN(Observed seen, ObserveActivations(model, pairs, clip_at, ctx));
     for (const auto& [name, share] : seen.above_clip) above[name] = share;
     if (absorb) {
       for (const auto& p : pairs) {
