@@ -392,6 +392,56 @@ const std::vector<std::string>& FallbackNames() {
   return names;
 }
 
+namespace {
+
+// `recipes`: "auto" | "none" | a list of recipes, each a technique list as in
+// quantization.recovery, or one string "cle+bias_correction" ("none": no technique).
+Status ParseRecipes(ObjectReader& r, TuneConfig& c) {
+  const bool forced = !c.quantization.recovery.empty();
+  if (!r.has("recipes")) {
+    if (forced) c.recipes = "forced";
+    return Status::Ok();
+  }
+  const json& v = *r.Object("recipes");
+  const std::string where = r.KeyPath("recipes");
+  if (forced) return UserError(where + ": quantization.recovery already fixes the techniques; give one of the two");
+  if (v.is_string()) {
+    c.recipes = v.get<std::string>();
+    return CheckKnown(where, c.recipes, {"auto", "none"});
+  }
+  if (!v.is_array() || v.empty())
+    return UserError(where + ": expected \"auto\", \"none\" or a non-empty list of recipes");
+  c.recipes = "list";
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    std::vector<quant::RecoverySpec> recipe;
+    if (v[i].is_string()) {
+      std::stringstream names(v[i].get<std::string>());
+      std::string name;
+      while (std::getline(names, name, '+')) {
+        if (name == "none") continue;
+        SEQTO_ASSIGN_OR_RETURN(quant::RecoverySpec spec, quant::recover::ParseRecoverySpec(name, at));
+        recipe.push_back(std::move(spec));
+      }
+    } else if (v[i].is_array()) {
+      for (size_t k = 0; k < v[i].size(); ++k) {
+        SEQTO_ASSIGN_OR_RETURN(quant::RecoverySpec spec,
+                               quant::recover::ParseRecoverySpecJson(v[i][k], at + "[" + std::to_string(k) + "]"));
+        recipe.push_back(std::move(spec));
+      }
+    } else {
+      return UserError(at + ": expected \"name+name\" or a list of techniques");
+    }
+    quant::QuantOptions check = c.quantization;
+    check.recovery = recipe;
+    if (Status s = quant::recover::CheckRecoverySpecs(check); !s.ok()) return Status(s).WithContext(at);
+    c.recipe_list.push_back(std::move(recipe));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_path) {
   TuneConfig c;
   c.config_path = config_path;
@@ -453,6 +503,7 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
   if (const json* q = r.Object("quantization")) {
     SEQTO_ASSIGN_OR_RETURN(c.quantization, ParseQuantOptionsJson(*q, "quantization"));
   }
+  SEQTO_RETURN_IF_ERROR(ParseRecipes(r, c));
   SEQTO_RETURN_IF_ERROR(r.OneOf("ranker", c.ranker, RankerNames()));
   SEQTO_RETURN_IF_ERROR(r.Integer("worst_samples", c.worst_samples, 0, int64_t{1} << 40));
 
@@ -564,6 +615,17 @@ json TuneConfig::ToJson() const {
                {"seed", seed},
                {"batch_size", batch_size}};
   j["quantization"] = QuantOptionsToJson(quantization);
+  if (recipes == "list") {
+    json list = json::array();
+    for (const auto& recipe : recipe_list) {
+      json specs = json::array();
+      for (const auto& spec : recipe) specs.push_back(quant::recover::RecoverySpecToJson(spec));
+      list.push_back(specs);
+    }
+    j["recipes"] = list;
+  } else if (recipes != "forced") {  // forced: quantization.recovery says it
+    j["recipes"] = recipes;
+  }
   j["ranker"] = ranker;
   j["worst_samples"] = worst_samples;
   j["search"] = {{"strategy", strategy},

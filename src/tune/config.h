@@ -46,6 +46,12 @@ struct TuneConfig {
   uint64_t seed = 0;
   size_t batch_size = 64;  // chunk size: samples per batch
   quant::QuantOptions quantization;
+  // The recipes stage (tune/recipes.cc): which accuracy-recovery techniques the full
+  // quantization is tried with before the sweep. "auto": a greedy search over the
+  // techniques (each added while it helps); "list": each of `recipe_list`; "none":
+  // no stage; "forced": quantization.recovery is not empty and is the one recipe.
+  std::string recipes = "auto";
+  std::vector<std::vector<quant::RecoverySpec>> recipe_list;
   std::string ranker = "damage";
   size_t worst_samples = 0;  // sensitivity ranker: NNCF-style worst-sample subset
   std::string strategy = "linear";

@@ -20,6 +20,7 @@
 #include "quant/analysis/analyze.h"
 #include "quant/calib/calibrate.h"
 #include "quant/rank/ranker.h"
+#include "quant/recover/recover.h"
 #include "tune/measured_cost.h"
 
 namespace seqto::tune {
@@ -95,21 +96,6 @@ json LatencyJson(const LatencyStats& s, std::optional<double> other_cores, int t
   return j;
 }
 
-Expected<Tensor> FirstOutput(const runtime::TensorMap& outputs, const std::string& name) {
-  auto it = outputs.find(name);
-  if (it == outputs.end()) return InternalError("the runner returned no output '" + name + "'");
-  return it->second;
-}
-
-// The first `batch` samples of the evaluation data: what latency is measured on.
-Expected<runtime::TensorMap> LatencyBatch(const LoadedSet& set, int batch) {
-  runtime::TensorMap out;
-  for (const auto& [name, t] : set.batches.front()) {
-    SEQTO_ASSIGN_OR_RETURN(out[name], runners::SliceDim0(t, 0, std::min<int64_t>(batch, t.dim(0))));
-  }
-  return out;
-}
-
 std::string HumanBytes(double b) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(b >= 1e6 ? 2 : 1);
@@ -121,6 +107,21 @@ std::string HumanBytes(double b) {
 }
 
 }  // namespace
+
+Expected<Tensor> FirstOutput(const runtime::TensorMap& outputs, const std::string& name) {
+  auto it = outputs.find(name);
+  if (it == outputs.end()) return InternalError("the runner returned no output '" + name + "'");
+  return it->second;
+}
+
+Expected<runtime::TensorMap> LatencyBatch(const LoadedSet& set, int batch) {
+  if (set.batches.empty()) return UserError("no samples to measure latency on");
+  runtime::TensorMap out;
+  for (const auto& [name, t] : set.batches.front()) {
+    SEQTO_ASSIGN_OR_RETURN(out[name], runners::SliceDim0(t, 0, std::min<int64_t>(batch, t.dim(0))));
+  }
+  return out;
+}
 
 CandidateOutcome OutcomeOf(const json& j) {
   CandidateOutcome o;
@@ -138,6 +139,7 @@ Status OpenInputs(TuneRun& run) {
   // touched: a missing or bad file is an error that leaves nothing behind.
   SEQTO_ASSIGN_OR_RETURN(ir::Model float_model, onnxio::LoadModel(config.model));
   SEQTO_ASSIGN_OR_RETURN(run.prepared, quant::QuantPlan::Prepare(float_model));
+  run.quant_options = config.quantization;
   const std::vector<ir::ValueInfo>& model_inputs = run.prepared.graph.inputs;
   if (run.prepared.graph.outputs.empty()) return UserError(config.model + ": the model has no outputs");
   run.output_name = run.prepared.graph.outputs[0].name;
@@ -256,36 +258,51 @@ Status LoadData(TuneRun& run) {
 
 // ------------------------------------------------------------------ calibration
 
+Expected<const LoadedSet*> CalibrationSamples(TuneRun& run) {
+  if (!run.calib_data) return UserError("calibration data: none (dynamic quantization does not calibrate)");
+  if (!run.calib) {
+    SEQTO_ASSIGN_OR_RETURN(run.calib, LoadSamples(run.calib_data, run.split.calibration.indices,
+                                                  run.prepared.graph.inputs, run.config.batch_size, "calibration"));
+  }
+  return &*run.calib;
+}
+
+Expected<quant::TensorRanges> CalibrateModel(TuneRun& run, const ir::Model& model, const quant::QuantOptions& qopts) {
+  SEQTO_ASSIGN_OR_RETURN(const LoadedSet* calib, CalibrationSamples(run));
+  SEQTO_ASSIGN_OR_RETURN(auto tensors, quant::QuantPlan::TensorsToCalibrate(model, qopts));
+  size_t next = 0;
+  quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
+    if (next >= calib->batches.size()) return false;
+    feeds = calib->batches[next++];
+    return true;
+  };
+  run.Say("calibrating " + std::to_string(tensors.size()) + " tensors on " + std::to_string(calib->samples) +
+          " samples (" + quant::CalibrationMethodName(qopts.calibration) + ")");
+  SEQTO_ASSIGN_OR_RETURN(auto stats,
+                         quant::Calibrate(model, tensors, source, qopts.calibration_options, run.config.threads));
+  return stats.Ranges(qopts.calibration);
+}
+
 Status Calibrate(TuneRun& run) {
-  const TuneConfig& config = run.config;
-  const quant::QuantOptions& qopts = config.quantization;
+  const quant::QuantOptions& qopts = run.quant_options;
   const fs::path calib_file = run.dir / "calibration.json";
   run.calibration_reused = fs::exists(calib_file);
   if (qopts.mode != quant::QuantMode::kStatic) return Status::Ok();
-  if (run.calibration_reused) {
+  if (run.calibration_reused && !run.ranges_ready) {
     SEQTO_ASSIGN_OR_RETURN(json j, ReadJson(calib_file));
     for (auto it = j.at("ranges").begin(); it != j.at("ranges").end(); ++it)
       run.ranges[it.key()] = quant::TensorRange{it.value()[0].get<double>(), it.value()[1].get<double>()};
     run.Say("calibration: " + std::to_string(run.ranges.size()) + " ranges from " + calib_file.string());
     return Status::Ok();
   }
-  SEQTO_ASSIGN_OR_RETURN(LoadedSet calib, LoadSamples(run.calib_data, run.split.calibration.indices,
-                                                      run.prepared.graph.inputs, config.batch_size, "calibration"));
-  SEQTO_ASSIGN_OR_RETURN(auto tensors, quant::QuantPlan::TensorsToCalibrate(run.prepared, qopts));
-  size_t next = 0;
-  quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
-    if (next >= calib.batches.size()) return false;
-    feeds = calib.batches[next++];
-    return true;
-  };
-  run.Say("calibrating " + std::to_string(tensors.size()) + " tensors on " + std::to_string(calib.samples) +
-          " samples (" + quant::CalibrationMethodName(qopts.calibration) + ")");
-  SEQTO_ASSIGN_OR_RETURN(auto stats,
-                         quant::Calibrate(run.prepared, tensors, source, qopts.calibration_options, config.threads));
-  SEQTO_ASSIGN_OR_RETURN(run.ranges, stats.Ranges(qopts.calibration));
+  // The recipes stage may have calibrated the chosen model already.
+  if (!run.ranges_ready) {
+    SEQTO_ASSIGN_OR_RETURN(run.ranges, CalibrateModel(run, run.prepared, qopts));
+  }
+  run.calibration_reused = false;
   json j;
   j["method"] = quant::CalibrationMethodName(qopts.calibration);
-  j["samples"] = calib.samples;
+  j["samples"] = run.calib->samples;
   for (const auto& [name, r] : run.ranges) j["ranges"][name] = {r.min, r.max};
   return WriteJson(calib_file, j);
 }
@@ -293,10 +310,14 @@ Status Calibrate(TuneRun& run) {
 // ------------------------------------------------------------------ plan
 
 Status Plan(TuneRun& run) {
-  const quant::QuantOptions& qopts = run.config.quantization;
+  const quant::QuantOptions& qopts = run.quant_options;
   SEQTO_ASSIGN_OR_RETURN(
       run.plan,
       quant::QuantPlan::Create(run.prepared, qopts, qopts.mode == quant::QuantMode::kStatic ? &run.ranges : nullptr));
+  // The chosen recipe's plan-stage techniques (bias correction, learned rounding).
+  quant::BatchList samples;
+  SEQTO_ASSIGN_OR_RETURN(quant::recover::RecoveryContext ctx, RecoveryContextOf(run, samples));
+  SEQTO_RETURN_IF_ERROR(quant::recover::RefinePlan(*run.plan, ctx, run.recovery_record));
   run.Say("quantization plan: " + std::to_string(run.plan->groups().size()) + " groups");
   return Status::Ok();
 }
@@ -697,6 +718,11 @@ Status WriteReport(TuneRun& run, bool complete) {
   report["macs"] = run.plan->model_macs();
   if (!run.measured_cost.is_null()) report["measured_cost"] = run.measured_cost;
   report["ranking"] = run.order;
+  // The recipes tried (none: no recipes stage) and what the chosen techniques did.
+  report["recipes"] = run.recipes_json.is_null() ? json::array() : run.recipes_json.at("recipes");
+  report["recipe"] = {{"name", run.recipes_json.is_null() ? json(nullptr) : run.recipes_json.at("chosen")},
+                      {"mode", run.config.recipes},
+                      {"techniques", run.recovery_record.is_null() ? json::array() : run.recovery_record}};
   report["complete"] = complete;
   report["machine_busy"] = MachineBusyJson(run.baseline, list, run.measure_threads);
   report["stage_seconds"] = run.times.Json();

@@ -2,9 +2,11 @@
 // RunTune calls them in order:
 //   data         OpenInputs, OpenRunDir, LoadData: the model, the data sets and their
 //                split, the run directory; the evaluation samples in memory
-//   calibration  Calibrate: the ranges (calibration.json)
-//   (recipes     the quantization techniques tried before the sweep: not yet)
-//   plan         Plan: the full quantization, split into groups
+//   recipes      Recipes: the accuracy-recovery techniques the full quantization is
+//                tried with; the best one's float rewrite (recipes.json, recipes/)
+//   calibration  Calibrate: the ranges of the chosen recipe's model (calibration.json)
+//   plan         Plan: the full quantization with the recipe's refinements, split
+//                into groups
 //   analysis     OpenRunner, Analyze: per-group errors and the ranker's order (analysis.json)
 //   baseline     Baseline: the float model's outputs and latency (baseline.json, baseline/)
 //   sweep        Sweep: the candidates the search strategy picks (cycles/, candidates/)
@@ -30,6 +32,7 @@
 #include "data/dataset.h"
 #include "ir/graph.h"
 #include "quant/quantize.h"
+#include "quant/recover/technique.h"
 #include "runners/runner.h"
 #include "tune/config.h"
 #include "tune/data_split.h"
@@ -76,8 +79,16 @@ struct TuneRun {
   LoadedSet eval;               // the evaluation samples
   bool has_labels() const { return !eval.labels.empty(); }
 
+  // recipes (Recipes)
+  quant::QuantOptions quant_options;  // config.quantization with the chosen recipe's techniques
+  nlohmann::json recipes_json;        // recipes.json; null without the stage
+  nlohmann::json recovery_record;     // what the chosen techniques did (the float stage so far)
+  std::optional<LoadedSet> calib;     // the calibration samples, once loaded (CalibrationSamples)
+  bool recipes_reused = false;
+
   // calibration (Calibrate; static mode only)
   quant::TensorRanges ranges;
+  bool ranges_ready = false;  // the recipes stage calibrated the chosen model
   bool calibration_reused = false;
 
   // plan (Plan)
@@ -117,10 +128,28 @@ Status OpenRunDir(TuneRun& run);
 // States the split (and any overlap with the evaluation data), loads the
 // evaluation samples.
 Status LoadData(TuneRun& run);
+// recipes: with "auto" or a list, the full quantization under each recipe (a set of
+// recovery techniques), measured on the ranking samples; the best by the first
+// objective (ties: the higher output SQNR) is kept (recipes.json; a resumed run
+// reads its choice). Then, and for a forced recipe, the chosen float-stage
+// techniques rewrite run.prepared.
+Status Recipes(TuneRun& run);
+// The calibration samples in memory (loaded on first use; static mode only).
+Expected<const LoadedSet*> CalibrationSamples(TuneRun& run);
+// What the recovery techniques read: the calibration samples (through `list`, which
+// must outlive the context; static mode only), the threads and the run's seed.
+Expected<quant::recover::RecoveryContext> RecoveryContextOf(TuneRun& run, quant::BatchList& list);
+// The ranges `model` gets from the calibration samples under `options`.
+Expected<quant::TensorRanges> CalibrateModel(TuneRun& run, const ir::Model& model, const quant::QuantOptions& options);
+// The output `name` of a runner's outputs (an internal error when missing).
+Expected<Tensor> FirstOutput(const runtime::TensorMap& outputs, const std::string& name);
+// The first `batch` samples of a set: what latency is measured on.
+Expected<runtime::TensorMap> LatencyBatch(const LoadedSet& set, int batch);
 // calibration: the ranges of the tensors static quantization needs, calibrated once
 // and kept in calibration.json, so a resumed run uses the very same ones.
 Status Calibrate(TuneRun& run);
-// plan: the full quantization of the prepared model, split into groups.
+// plan: the full quantization of the prepared model with the chosen recipe's
+// plan-stage refinements, split into groups.
 Status Plan(TuneRun& run);
 // The runner every model is measured on, and the batch latency is measured on.
 Status OpenRunner(TuneRun& run);

@@ -102,14 +102,15 @@ Expected<TuneResult> RunTuneImpl(const TuneConfig& config, const TuneOptions& op
   SEQTO_RETURN_IF_ERROR(OpenInputs(run));
   SEQTO_RETURN_IF_ERROR(OpenRunDir(run));
   SEQTO_RETURN_IF_ERROR(LoadData(run));
+  // The runner first: the recipes, and pareto's measured costs during the analysis,
+  // measure models on it.
+  SEQTO_RETURN_IF_ERROR(OpenRunner(run));
   run.times.Stage("setup");
+  SEQTO_RETURN_IF_ERROR(Recipes(run));
+  run.times.Stage("recipes", run.recipes_reused);
   SEQTO_RETURN_IF_ERROR(Calibrate(run));
-  // recipes (issue 14): the quantization techniques, each tried on the full
-  // quantization, go here, between the ranges and the plan the sweep works on.
   SEQTO_RETURN_IF_ERROR(Plan(run));
   run.times.Stage("calibration", run.calibration_reused);  // the plan's time counts with it
-  // The runner first: pareto's measured costs time models on it during the analysis.
-  SEQTO_RETURN_IF_ERROR(OpenRunner(run));
   SEQTO_RETURN_IF_ERROR(Analyze(run));
   run.times.Stage("analysis", run.analysis_reused);
   SEQTO_RETURN_IF_ERROR(Baseline(run));

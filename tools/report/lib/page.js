@@ -83,6 +83,34 @@ function figureLinks(figures) {
 
 // The tuner's one-line warning that the machine looked busy while it measured
 // latencies (report.json's machine_busy), as a banner; nothing when it did not.
+// The recipes stage (report.recipes): the accuracy-recovery techniques the full
+// quantization was tried with, before the sweep, and the one the sweep built on.
+function recipesSection(report) {
+  const recipes = Array.isArray(report.recipes) ? report.recipes : [];
+  const chosen = report.recipe && report.recipe.name;
+  const techniques = report.recipe && Array.isArray(report.recipe.techniques) ? report.recipe.techniques : [];
+  if (!recipes.length && !techniques.length) return '';
+  const num = (v, d) => (typeof v === 'number' && isFinite(v) ? v.toFixed(d) : '—');
+  const rows = recipes.map((r) => {
+    const m = r.metrics || {};
+    const lat = r.latency_ms || {};
+    const mark = r.name === chosen ? ' class="pick pick1"' : '';
+    return `<tr${mark}><td>${esc(r.name)}${r.name === chosen ? ' (chosen)' : ''}</td>` +
+      `<td class="num">${num(m.accuracy_loss, 2)}</td><td class="num">${num(m.top1_disagreement, 2)}</td>` +
+      `<td class="num">${num(m.sqnr_db, 1)}</td><td class="num">${num(r.size_bytes / 1e6, 3)}</td>` +
+      `<td class="num">${num(lat.p50, 3)}</td><td class="num">${num(r.seconds, 1)}</td></tr>`;
+  });
+  const table = recipes.length ? `<div class="table-wrap"><table class="data"><thead><tr><th>Recipe</th>` +
+    `<th class="num">Acc. loss (pts)</th><th class="num">Top-1 disagr. (%)</th><th class="num">Output SQNR (dB)</th>` +
+    `<th class="num">Size (MB)</th><th class="num">Latency p50 (ms)</th><th class="num">Time (s)</th></tr></thead>` +
+    `<tbody>${rows.join('')}</tbody></table></div>` : '';
+  const used = techniques.map((t) => `<li><b>${esc(t.name)}</b> (${esc(t.stage || '')} stage): ` +
+    `<code>${esc(JSON.stringify(t.result || {}))}</code></li>`).join('');
+  return `<h2>Recipes</h2>
+<p class="caption">Before the sweep, the full quantization was measured under each recipe (a set of accuracy-recovery techniques) on the ranking samples, against the float model; the sweep below starts from the chosen one${chosen ? ` (<b>${esc(chosen)}</b>)` : ''}. What its techniques did:</p>
+${used ? `<ul>${used}</ul>` : ''}${table}`;
+}
+
 function busyWarning(report) {
   const busy = report.machine_busy;
   if (!busy || typeof busy.warning !== 'string') return '';
@@ -116,6 +144,7 @@ ${chartSection('groups', 'Quantization error of each group in execution order (a
 ${chartSection('tradeoff', 'Accuracy loss against model size, one point per candidate, colored by median (p50) latency. Ringed points are on the Pareto front; the labelled rings are the top-3 picks (closest to the ideal point). Click a point to find it in the table.')}
 <h2>Latency</h2>
 ${chartSection('latency', 'Each candidate’s median (p50) latency against the float model and the fully quantized one (candidate 0), and against its bound: int8 + (float − int8) × (share of the model’s multiply-accumulates in the groups it leaves float) + 0.1 × float, what a runtime that executes float islands between int8 regions well should stay under. Red bars: slower than the float model.')}
+${recipesSection(report)}
 <h2>Candidates</h2>
 <p class="caption">Click a column heading to sort. Shaded rows: the top-3 Pareto picks; a gray edge marks the rest of the front. Latency is the median (p50) of the timed runs; <span class="unstable-mark">&#9888;</span> marks an unstable latency (p95 over 1.5 &times; p50: the runs were disturbed, compare it with care). Model files are relative to this report.</p>
 <div class="table-wrap" id="candidates"></div>

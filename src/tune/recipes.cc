@@ -1,0 +1,301 @@
+// The recipes stage of a tune run (tune_stages.h): which accuracy-recovery techniques
+// (quant/recover/) the sweep's full quantization is built with.
+//
+// A recipe is a set of techniques. Each recipe tried is the whole quantization
+// pipeline (float-stage rewrite, calibration, plan, plan-stage refinement), its fully
+// quantized model measured on the runner on the ranking samples against the float
+// model. Recipes with the same float stage share one rewrite and one calibration
+// (calibration is most of a recipe's cost).
+//   - "auto" searches greedily: from no technique, add the technique that improves
+//     the most, while one does. With n techniques that is at most n(n+1)/2 recipes,
+//     and usually far fewer: a technique that does not help is not tried again.
+//   - "list" tries each recipe of the config's list.
+// "Best" is the run's first objective (accuracy loss, size or latency), ties broken
+// by the higher output SQNR. The ranking samples are what the analysis ranks on, held
+// out of the evaluation: choosing a recipe on them does not bias the candidates'
+// accuracy, which the sweep measures on the evaluation samples.
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "core/file_util.h"
+#include "core/json_util.h"
+#include "eval/metrics.h"
+#include "onnxio/model_io.h"
+#include "quant/recover/recover.h"
+#include "tune/tune_stages.h"
+
+namespace seqto::tune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Expected<quant::recover::RecoveryContext> RecoveryContextOf(TuneRun& run, quant::BatchList& list) {
+  quant::recover::RecoveryContext ctx;
+  ctx.threads = run.config.threads;
+  ctx.seed = run.config.seed;
+  ctx.say = [&run](const std::string& line) { run.Say(line); };
+  if (run.quant_options.mode == quant::QuantMode::kStatic) {
+    SEQTO_ASSIGN_OR_RETURN(const LoadedSet* calib, CalibrationSamples(run));
+    list.num_batches = calib->batches.size();
+    list.get = [calib](size_t i) -> Expected<runtime::TensorMap> { return calib->batches[i]; };
+    ctx.calibration = &list;
+  }
+  return ctx;
+}
+
+namespace {
+
+std::string RecipeName(const std::vector<quant::RecoverySpec>& recipe) {
+  if (recipe.empty()) return "none";
+  std::string name;
+  for (const auto& t : quant::recover::Techniques())
+    for (const auto& spec : recipe)
+      if (spec.name == t.name) name += (name.empty() ? "" : "+") + spec.name;
+  return name;
+}
+
+json RecipeJson(const std::vector<quant::RecoverySpec>& recipe) {
+  json list = json::array();
+  for (const auto& spec : recipe) list.push_back(quant::recover::RecoverySpecToJson(spec));
+  return list;
+}
+
+Expected<std::vector<quant::RecoverySpec>> RecipeFromJson(const json& list) {
+  std::vector<quant::RecoverySpec> recipe;
+  for (size_t i = 0; i < list.size(); ++i) {
+    SEQTO_ASSIGN_OR_RETURN(quant::RecoverySpec spec, quant::recover::ParseRecoverySpecJson(
+                                                         list[i], "recipes.json chosen[" + std::to_string(i) + "]"));
+    recipe.push_back(std::move(spec));
+  }
+  return recipe;
+}
+
+// The float-stage specs of a recipe: what its rewrite and calibration depend on.
+std::string FloatStageKey(const std::vector<quant::RecoverySpec>& recipe) {
+  json key = json::array();
+  for (const auto& spec : recipe) {
+    const quant::recover::Technique* t = quant::recover::FindTechnique(spec.name);
+    if (t && t->rewrite_float) key.push_back(quant::recover::RecoverySpecToJson(spec));
+  }
+  return key.dump();
+}
+
+struct Tried {
+  std::vector<quant::RecoverySpec> recipe;
+  json j;            // recipes.json's entry
+  double objective;  // the run's first objective
+  double sqnr_db;
+};
+
+// Tries recipes on the ranking samples, one fully quantized model each.
+class RecipeTrial {
+ public:
+  explicit RecipeTrial(TuneRun& run) : run_(run) {}
+
+  Status Start() {
+    const TuneConfig& config = run_.config;
+    SEQTO_ASSIGN_OR_RETURN(ranking_, LoadSamples(run_.ranking_data, run_.split.ranking.indices,
+                                                 run_.prepared.graph.inputs, config.batch_size, "ranking"));
+    SEQTO_ASSIGN_OR_RETURN(ctx_, RecoveryContextOf(run_, samples_));
+    SEQTO_ASSIGN_OR_RETURN(latency_batch_, LatencyBatch(ranking_, config.latency_batch));
+    options_.warmup = config.latency_warmup;
+    options_.runs = config.latency_runs;
+    run_.Say("recipes: measuring the float model on " + std::to_string(ranking_.samples) + " ranking samples");
+    SEQTO_ASSIGN_OR_RETURN(runners::Measurement m,
+                           run_.runner->Measure(config.model, ranking_.batches, latency_batch_, options_));
+    SEQTO_ASSIGN_OR_RETURN(float_output_, FirstOutput(m.outputs, run_.output_name));
+    if (!ranking_.labels.empty()) {
+      AccuracyAccumulator acc;
+      SEQTO_RETURN_IF_ERROR(acc.Add(float_output_, ranking_.labels));
+      SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics am, acc.Result());
+      float_top1_ = am.top1;
+    }
+    fs::create_directories(run_.dir / "recipes");
+    return Status::Ok();
+  }
+
+  Expected<Tried> Try(const std::vector<quant::RecoverySpec>& recipe) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string name = RecipeName(recipe);
+    quant::QuantOptions options = run_.quant_options;
+    options.recovery = recipe;
+    json record = json::array();
+    // The float stage and its calibration, shared by recipes that agree on it.
+    const std::string key = FloatStageKey(recipe);
+    auto rewritten = rewrites_.find(key);
+    if (rewritten == rewrites_.end()) {
+      run_.Say("recipes: " + name + ": rewriting and calibrating");
+      SEQTO_ASSIGN_OR_RETURN(ir::Model model, quant::recover::RewriteFloatModel(run_.prepared, options, ctx_, record));
+      auto ranges = CalibrateModel(run_, model, options);
+      if (!ranges) return Status(ranges.error()).WithContext("recipe " + name);
+      rewritten = rewrites_.emplace(key, Rewrite{std::move(model), std::move(*ranges), record}).first;
+    } else {
+      record = rewritten->second.record;
+    }
+    SEQTO_ASSIGN_OR_RETURN(quant::QuantPlan plan,
+                           quant::QuantPlan::Create(rewritten->second.model, options, &rewritten->second.ranges));
+    SEQTO_RETURN_IF_ERROR(quant::recover::RefinePlan(plan, ctx_, record));
+    SEQTO_ASSIGN_OR_RETURN(ir::Model model, plan.Materialize());
+    const std::string file = "recipes/" + name + ".onnx";
+    SEQTO_RETURN_IF_ERROR(onnxio::SaveModel(model, (run_.dir / file).string()));
+    SEQTO_ASSIGN_OR_RETURN(runners::Measurement m, run_.runner->Measure((run_.dir / file).string(), ranking_.batches,
+                                                                        latency_batch_, options_));
+    SEQTO_ASSIGN_OR_RETURN(Tensor out, FirstOutput(m.outputs, run_.output_name));
+    AgreementAccumulator agree;
+    SEQTO_RETURN_IF_ERROR(agree.Add(float_output_, out));
+    SEQTO_ASSIGN_OR_RETURN(AgreementMetrics am, agree.Result());
+    json metrics = {
+        {"top1_disagreement", am.top1_disagreement}, {"sqnr_db", am.sqnr_db}, {"kl_divergence", am.kl_divergence}};
+    if (!ranking_.labels.empty()) {
+      AccuracyAccumulator acc;
+      SEQTO_RETURN_IF_ERROR(acc.Add(out, ranking_.labels));
+      SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics acc_m, acc.Result());
+      metrics["accuracy_top1"] = acc_m.top1;
+      metrics["accuracy_loss"] = float_top1_ - acc_m.top1;
+    } else {
+      metrics["accuracy_loss"] = am.top1_disagreement;
+    }
+    Tried t;
+    t.recipe = recipe;
+    t.sqnr_db = am.sqnr_db;
+    const double size = static_cast<double>(fs::file_size(run_.dir / file));
+    t.j = {{"name", name},
+           {"recovery", RecipeJson(recipe)},
+           {"model_file", file},
+           {"metrics", metrics},
+           {"size_bytes", static_cast<int64_t>(size)},
+           {"latency_ms", {{"p50", m.latency.p50}, {"mean", m.latency.mean}, {"p95", m.latency.p95}}},
+           {"techniques", record},
+           {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()}};
+    const std::string& objective = run_.config.objectives.front();
+    t.objective = objective == "size_bytes"   ? size
+                  : objective == "latency_ms" ? m.latency.p50
+                                              : metrics["accuracy_loss"].get<double>();
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(2) << "recipes: " << name << ": accuracy loss "
+         << metrics["accuracy_loss"].get<double>() << " pt, output SQNR " << am.sqnr_db << " dB, "
+         << std::setprecision(3) << m.latency.p50 << " ms (" << std::setprecision(1) << t.j["seconds"].get<double>()
+         << " s)";
+    run_.Say(line.str());
+    return t;
+  }
+
+  size_t samples() const { return ranking_.samples; }
+  // The rewritten model, its ranges and the float stage's record of a recipe tried.
+  struct Rewrite {
+    ir::Model model;
+    quant::TensorRanges ranges;
+    json record;
+  };
+  const Rewrite& RewriteOf(const std::vector<quant::RecoverySpec>& recipe) const {
+    return rewrites_.at(FloatStageKey(recipe));
+  }
+
+ private:
+  TuneRun& run_;
+  LoadedSet ranking_;
+  quant::BatchList samples_;
+  quant::recover::RecoveryContext ctx_;
+  runtime::TensorMap latency_batch_;
+  runners::LatencyOptions options_;
+  Tensor float_output_;
+  double float_top1_ = 0;
+  std::map<std::string, Rewrite> rewrites_;
+};
+
+// Lower objective first; equal objectives: the higher output SQNR.
+bool Better(const Tried& a, const Tried& b) {
+  if (a.objective != b.objective) return a.objective < b.objective;
+  return a.sqnr_db > b.sqnr_db;
+}
+
+// "auto": greedy forward selection over the techniques that apply to the run's mode.
+Expected<std::vector<Tried>> SearchRecipes(RecipeTrial& trial, const quant::QuantOptions& options) {
+  std::vector<Tried> tried;
+  SEQTO_ASSIGN_OR_RETURN(Tried best, trial.Try({}));
+  tried.push_back(best);
+  std::vector<std::string> left;
+  for (const auto& t : quant::recover::Techniques())
+    if (!t.static_only || options.mode == quant::QuantMode::kStatic) left.push_back(t.name);
+  while (!left.empty()) {
+    std::optional<Tried> round_best;
+    std::string added;
+    for (const auto& name : left) {
+      std::vector<quant::RecoverySpec> recipe = best.recipe;
+      recipe.push_back(quant::RecoverySpec{name, {}});
+      SEQTO_ASSIGN_OR_RETURN(Tried t, trial.Try(recipe));
+      tried.push_back(t);
+      if (!round_best || Better(t, *round_best)) round_best = t, added = name;
+    }
+    if (!Better(*round_best, best)) break;
+    best = *round_best;
+    left.erase(std::find(left.begin(), left.end(), added));
+  }
+  return tried;
+}
+
+}  // namespace
+
+Status Recipes(TuneRun& run) {
+  const TuneConfig& config = run.config;
+  const fs::path file = run.dir / "recipes.json";
+  std::vector<quant::RecoverySpec> chosen = config.quantization.recovery;
+  const bool search = config.recipes == "auto" || config.recipes == "list";
+  run.recipes_reused = search && fs::exists(file);
+  if (run.recipes_reused) {
+    SEQTO_ASSIGN_OR_RETURN(run.recipes_json, ReadJsonFile(file.string()));
+    SEQTO_ASSIGN_OR_RETURN(chosen, RecipeFromJson(run.recipes_json.at("chosen_recovery")));
+    run.Say("recipes: " + run.recipes_json.at("chosen").get<std::string>() + " (from " + file.string() + ")");
+  } else if (search && config.quantization.mode != quant::QuantMode::kStatic && config.recipes == "auto") {
+    // Dynamic quantization has no calibration samples for the techniques to read.
+    run.Say("recipes: none tried (dynamic quantization)");
+  } else if (search) {
+    RecipeTrial trial(run);
+    SEQTO_RETURN_IF_ERROR(trial.Start());
+    std::vector<Tried> tried;
+    if (config.recipes == "auto") {
+      SEQTO_ASSIGN_OR_RETURN(tried, SearchRecipes(trial, run.quant_options));
+    } else {
+      for (const auto& recipe : config.recipe_list) {
+        SEQTO_ASSIGN_OR_RETURN(Tried t, trial.Try(recipe));
+        tried.push_back(std::move(t));
+      }
+    }
+    const Tried* best = &tried.front();
+    for (const auto& t : tried)
+      if (Better(t, *best)) best = &t;
+    chosen = best->recipe;
+    json list = json::array();
+    for (const auto& t : tried) list.push_back(t.j);
+    run.recipes_json = {
+        {"mode", config.recipes}, {"samples", trial.samples()},   {"objective", config.objectives.front()},
+        {"recipes", list},        {"chosen", best->j.at("name")}, {"chosen_recovery", RecipeJson(chosen)}};
+    SEQTO_RETURN_IF_ERROR(WriteFileAtomic(file.string(), run.recipes_json.dump(2) + "\n"));
+    run.Say("recipes: chose " + best->j.at("name").get<std::string>() + " of " + std::to_string(tried.size()) +
+            " tried");
+    // Its rewrite and calibration are done: the calibration stage keeps them.
+    run.quant_options.recovery = chosen;
+    const RecipeTrial::Rewrite& rewrite = trial.RewriteOf(chosen);
+    run.prepared = rewrite.model;
+    run.recovery_record = rewrite.record;
+    if (run.quant_options.mode == quant::QuantMode::kStatic) {
+      run.ranges = rewrite.ranges;
+      run.ranges_ready = true;
+    }
+    return Status::Ok();
+  }
+  // The chosen float stage rewrites the model every later stage quantizes.
+  run.quant_options.recovery = chosen;
+  if (chosen.empty()) return Status::Ok();
+  quant::BatchList samples;
+  SEQTO_ASSIGN_OR_RETURN(quant::recover::RecoveryContext ctx, RecoveryContextOf(run, samples));
+  run.recovery_record = json::array();
+  SEQTO_ASSIGN_OR_RETURN(run.prepared,
+                         quant::recover::RewriteFloatModel(run.prepared, run.quant_options, ctx, run.recovery_record));
+  return Status::Ok();
+}
+
+}  // namespace seqto::tune
