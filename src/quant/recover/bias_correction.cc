@@ -52,7 +52,7 @@ struct Target {
   std::string bias;         // the initializer corrected
   int64_t channels = 0;     // output channels (the weight's), as many as the bias has
   bool last_axis = false;   // channels on the last axis (Gemm, MatMul), else axis 1
-  double gain = 1.0;        // bias change per unit of output change (1 / beta of a Gemm)
+  double gain = 1.0;        // bias change per unit of output change (1 / beta of a quantized Gemm)
 };
 
 // Per-channel sums of one value over all samples and positions.
@@ -151,10 +151,12 @@ std::vector<Target> FindTargets(const ir::Graph& prepared, const ir::Graph& full
       t.quant_value = full_output(n.name);
     } else if (IsOnnxOp(n, "Gemm")) {
       const std::string& b = InputAt(n, 2);
-      const auto beta = n.attr_float("beta", 1.0f);
-      if (!beta.ok() || *beta == 0 || !own_bias(b) || !IsChannelVector(FloatInitializer(prepared, b), t.channels) ||
-          reads_float(n.name, 2))
+      if (!own_bias(b) || !IsChannelVector(FloatInitializer(prepared, b), t.channels) || reads_float(n.name, 2))
         continue;
+      // The quantized Gemm's beta: the quantizer folds beta into the bias's scale and
+      // sets it to 1 (as ONNX Runtime does), so the dequantized bias is added as it is.
+      const auto beta = full_nodes.at(n.name)->attr_float("beta", 1.0f);
+      if (!beta.ok() || *beta == 0) continue;
       t.value = n.outputs[0];
       t.bias = b;
       t.last_axis = true;
@@ -532,7 +534,7 @@ Technique MakeBiasCorrectionTechnique() {
       "empirical bias correction: the mean output error per channel on the calibration data is folded into the "
       "bias (Conv, ConvTranspose, Gemm, MatMul + Add)";
   t.options = {
-      {"passes", OptionSpec::Kind::kInteger, 2, 1, 10,
+      {"passes", OptionSpec::Kind::kInteger, 1, 1, 10,
        "measure-and-correct passes (each sees the corrections of the passes before)"},
       {"samples", OptionSpec::Kind::kInteger, 0, 0, 1e9, "calibration samples to measure on (0: all)"},
   };
