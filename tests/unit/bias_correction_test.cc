@@ -451,6 +451,24 @@ TEST(BiasCorrection, CorrectsGemmWithBetaAndMatMulPlusAdd) {
   EXPECT_LT(check.worst_after, 0.02);
 }
 
+TEST(BiasCorrection, CorrectsConvTranspose) {
+  std::mt19937 rng(3);
+  const ir::Model model = testing::DetectorHeadModel(rng);
+  const std::vector<runtime::TensorMap> batches = {{{"x", testing::RandomTensor({16, 3, 8, 6}, rng, 0.0f, 1.0f)}}};
+  auto q = Quantize(model, batches, WithBiasCorrection({}));
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  std::set<std::string> ops;
+  for (const auto& n : q->plan.prepared_model().graph.nodes)
+    if (n.inputs.size() > 2 && q->plan.refinements().values.count(n.inputs[2])) ops.insert(n.op_type);
+  EXPECT_TRUE(ops.count("ConvTranspose"));
+  EXPECT_TRUE(ops.count("Conv"));
+  const ErrorCheck check = CheckMeanError(q->plan, batches);
+  std::printf("mean |error| / std summed over %zu outputs: %.4f before, %.4f after (worst %.4f)\n", check.values,
+              check.before, check.after, check.worst_after);
+  EXPECT_LT(check.after, 0.2 * check.before);
+  EXPECT_LT(check.worst_after, 0.01);
+}
+
 TEST(BiasCorrection, OptionsAreChecked) {
   auto bad = recover::ParseRecoverySpec(std::string("bias_correction:passes=-1"), "--recover");
   ASSERT_FALSE(bad.ok());
