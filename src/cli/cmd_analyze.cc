@@ -24,6 +24,7 @@
 #include "quant/calib/calibrate.h"
 #include "quant/quantize.h"
 #include "quant/rank/ranker.h"
+#include "quant/recover/recover.h"
 #include "runners/runner.h"
 #include "runtime/session.h"
 #include "tune/config.h"
@@ -128,10 +129,32 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   eval_set = ranking_set;
   eval_set.samples = a.eval_samples;
 
+  // Calibration samples (static mode): read by the recovery techniques and the
+  // calibration.
+  std::optional<tune::LoadedSet> calib;
+  quant::BatchList calib_list;
+  quant::recover::RecoveryContext ctx;
+  ctx.threads = a.threads;
+  ctx.seed = a.seed;
+  ctx.say = [](const std::string& line) { std::fprintf(stderr, "seqto analyze: %s\n", line.c_str()); };
+  if (o.mode == quant::QuantMode::kStatic) {
+    auto loaded_calib = tune::LoadSet(calib_set, inputs, a.seed, a.batch, "calibration");
+    if (!loaded_calib) return fail(loaded_calib.error());
+    calib = std::move(*loaded_calib);
+    calib_list.num_batches = calib->batches.size();
+    calib_list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return calib->batches[i]; };
+    ctx.calibration = &calib_list;
+  }
+  // Accuracy recovery, float stage: the rewritten model is the one analyzed.
+  nlohmann::json recovery = nlohmann::json::array();
+  {
+    auto rewritten = quant::recover::RewriteFloatModel(*prepared, o, ctx, recovery);
+    if (!rewritten) return fail(std::move(rewritten).WithContext(a.model).error());
+    prepared = std::move(*rewritten);
+  }
+
   quant::TensorRanges ranges;
   if (o.mode == quant::QuantMode::kStatic) {
-    auto calib = tune::LoadSet(calib_set, inputs, a.seed, a.batch, "calibration");
-    if (!calib) return fail(calib.error());
     auto tensors = quant::QuantPlan::TensorsToCalibrate(*prepared, o);
     if (!tensors) return fail(tensors.error());
     size_t next = 0;
@@ -149,6 +172,9 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   }
   auto plan = quant::QuantPlan::Create(*prepared, o, o.mode == quant::QuantMode::kStatic ? &ranges : nullptr);
   if (!plan) return fail(std::move(plan).WithContext(a.model).error());
+  // Accuracy recovery, plan stage: the analysis measures the refined quantization.
+  if (Status s = quant::recover::RefinePlan(*plan, ctx, recovery); !s.ok())
+    return fail(Status(s).WithContext(a.model).error());
   // Checked before the analysis (the long part): excluding more groups than exist is
   // the same candidate as excluding all of them.
   for (size_t k : compare_ks)
@@ -242,6 +268,7 @@ int RunAnalyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   j["stages"] = tune::AnalysisStagesJson(*analysis);
   j["groups"] = tune::AnalysisGroupsJson(*analysis);
   j["macs"] = plan->model_macs();
+  j["recovery"] = recovery;
   j["macs_unknown_nodes"] = plan->macs_unknown_nodes();
   if (aopts.sensitivity) j["sensitivity_full_loss"] = Num(analysis->sensitivity_full_loss);
   j["greedy_order"] = tune::SearchOrderJson(analysis->greedy);

@@ -139,7 +139,6 @@ Status OpenInputs(TuneRun& run) {
   // touched: a missing or bad file is an error that leaves nothing behind.
   SEQTO_ASSIGN_OR_RETURN(ir::Model float_model, onnxio::LoadModel(config.model));
   SEQTO_ASSIGN_OR_RETURN(run.prepared, quant::QuantPlan::Prepare(float_model));
-  run.quant_options = config.quantization;
   const std::vector<ir::ValueInfo>& model_inputs = run.prepared.graph.inputs;
   if (run.prepared.graph.outputs.empty()) return UserError(config.model + ": the model has no outputs");
   run.output_name = run.prepared.graph.outputs[0].name;

@@ -54,7 +54,11 @@ CandidateOutcome OutcomeOf(const nlohmann::json& cycle);
 // What the stages of one run hand each other, in the order they fill it.
 struct TuneRun {
   TuneRun(const TuneConfig& config, const TuneOptions& options)
-      : config(config), options(options), dir(config.out), settings(config.ToJson()) {}
+      : config(config),
+        options(options),
+        dir(config.out),
+        settings(config.ToJson()),
+        quant_options(config.quantization) {}
 
   const TuneConfig& config;
   const TuneOptions& options;
@@ -80,7 +84,7 @@ struct TuneRun {
   bool has_labels() const { return !eval.labels.empty(); }
 
   // recipes (Recipes)
-  quant::QuantOptions quant_options;  // config.quantization with the chosen recipe's techniques
+  quant::QuantOptions quant_options;  // config.quantization, with the chosen recipe's techniques
   nlohmann::json recipes_json;        // recipes.json; null without the stage
   nlohmann::json recovery_record;     // what the chosen techniques did (the float stage so far)
   std::optional<LoadedSet> calib;     // the calibration samples, once loaded (CalibrationSamples)

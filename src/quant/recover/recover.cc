@@ -71,7 +71,11 @@ Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
     entry["result"] = std::move(what);
     record.push_back(std::move(entry));
   }
-  plan.SetRecoveryRecord(record.empty() ? std::string() : record.dump());
+  // The model's metadata has everything but the times, so the same plan always
+  // gives the same bytes (a resumed run's candidates equal a straight run's).
+  json timeless = record;
+  for (auto& entry : timeless) entry.erase("seconds");
+  plan.SetRecoveryRecord(timeless.empty() ? std::string() : timeless.dump());
   return Status::Ok();
 }
 
