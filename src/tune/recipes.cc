@@ -85,6 +85,7 @@ std::string FloatStageKey(const std::vector<quant::RecoverySpec>& recipe) {
 
 struct Tried {
   std::vector<quant::RecoverySpec> recipe;
+  json record;       // what its techniques did (float and plan stage)
   json j;            // recipes.json's entry
   double objective;  // the run's first objective
   double sqnr_db;
@@ -123,20 +124,11 @@ class RecipeTrial {
     quant::QuantOptions options = run_.quant_options;
     options.recovery = recipe;
     json record = json::array();
-    // The float stage and its calibration, shared by recipes that agree on it.
-    const std::string key = FloatStageKey(recipe);
-    auto rewritten = rewrites_.find(key);
-    if (rewritten == rewrites_.end()) {
-      run_.Say("recipes: " + name + ": rewriting and calibrating");
-      SEQTO_ASSIGN_OR_RETURN(ir::Model model, quant::recover::RewriteFloatModel(run_.prepared, options, ctx_, record));
-      auto ranges = CalibrateModel(run_, model, options);
-      if (!ranges) return Status(ranges.error()).WithContext("recipe " + name);
-      rewritten = rewrites_.emplace(key, Rewrite{std::move(model), std::move(*ranges), record}).first;
-    } else {
-      record = rewritten->second.record;
-    }
-    SEQTO_ASSIGN_OR_RETURN(quant::QuantPlan plan,
-                           quant::QuantPlan::Create(rewritten->second.model, options, &rewritten->second.ranges));
+    SEQTO_ASSIGN_OR_RETURN(const Rewrite* rewritten, FloatStage(recipe, options, record));
+    SEQTO_ASSIGN_OR_RETURN(
+        quant::QuantPlan plan,
+        quant::QuantPlan::Create(rewritten->model, options,
+                                 options.mode == quant::QuantMode::kStatic ? &rewritten->ranges : nullptr));
     SEQTO_RETURN_IF_ERROR(quant::recover::RefinePlan(plan, ctx_, record));
     SEQTO_ASSIGN_OR_RETURN(ir::Model model, plan.Materialize());
     const std::string file = "recipes/" + name + ".onnx";
@@ -160,6 +152,8 @@ class RecipeTrial {
     }
     Tried t;
     t.recipe = recipe;
+    t.record = record;
+    plans_.insert_or_assign(name, std::move(plan));
     t.sqnr_db = am.sqnr_db;
     const double size = static_cast<double>(fs::file_size(run_.dir / file));
     t.j = {{"name", name},
@@ -184,17 +178,63 @@ class RecipeTrial {
   }
 
   size_t samples() const { return ranking_.samples; }
-  // The rewritten model, its ranges and the float stage's record of a recipe tried.
+  // The rewritten model and its ranges of a recipe tried.
   struct Rewrite {
     ir::Model model;
     quant::TensorRanges ranges;
-    json record;
   };
   const Rewrite& RewriteOf(const std::vector<quant::RecoverySpec>& recipe) const {
-    return rewrites_.at(FloatStageKey(recipe));
+    return *rewrites_.at(FloatStageKey(recipe));
   }
+  // The refined plan of a recipe tried (moved out).
+  quant::QuantPlan TakePlan(const std::string& name) { return std::move(plans_.at(name)); }
 
  private:
+  // The float stage of a recipe: its techniques applied one at a time, each prefix
+  // kept, so recipes that start alike rewrite once; then the calibration, shared by
+  // recipes whose rewritten models are equal (a technique whose float stage changed
+  // nothing costs no calibration).
+  Expected<const Rewrite*> FloatStage(const std::vector<quant::RecoverySpec>& recipe,
+                                      const quant::QuantOptions& options, json& record) {
+    const std::string key = FloatStageKey(recipe);
+    if (auto it = rewrites_.find(key); it != rewrites_.end()) {
+      record = records_.at(key);
+      return it->second.get();
+    }
+    ir::Model model = run_.prepared;
+    json prefix = json::array();
+    for (const auto& t : quant::recover::Techniques()) {
+      for (const auto& spec : recipe) {
+        if (spec.name != t.name || !t.rewrite_float) continue;
+        prefix.push_back(quant::recover::RecoverySpecToJson(spec));
+        auto done = prefixes_.find(prefix.dump());
+        if (done != prefixes_.end()) {
+          model = done->second.first;
+          record = done->second.second;
+          continue;
+        }
+        quant::QuantOptions one = options;
+        one.recovery = {spec};
+        run_.Say("recipes: " + spec.name + ": rewriting the float model");
+        SEQTO_ASSIGN_OR_RETURN(model, quant::recover::RewriteFloatModel(model, one, ctx_, record));
+        prefixes_.emplace(prefix.dump(), std::make_pair(model, record));
+      }
+    }
+    SEQTO_ASSIGN_OR_RETURN(std::string bytes, onnxio::SerializeModel(model));
+    auto rewrite = std::make_shared<Rewrite>();
+    rewrite->model = std::move(model);
+    for (const auto& [other_bytes, other] : calibrated_)
+      if (other_bytes == bytes) rewrite->ranges = other->ranges;
+    if (rewrite->ranges.empty() && options.mode == quant::QuantMode::kStatic) {
+      auto ranges = CalibrateModel(run_, rewrite->model, options);
+      if (!ranges) return Status(ranges.error()).WithContext("recipe " + RecipeName(recipe));
+      rewrite->ranges = std::move(*ranges);
+      calibrated_.emplace_back(std::move(bytes), rewrite);
+    }
+    records_[key] = record;
+    return (rewrites_[key] = rewrite).get();
+  }
+
   TuneRun& run_;
   LoadedSet ranking_;
   quant::BatchList samples_;
@@ -203,7 +243,11 @@ class RecipeTrial {
   runners::LatencyOptions options_;
   Tensor float_output_;
   double float_top1_ = 0;
-  std::map<std::string, Rewrite> rewrites_;
+  std::map<std::string, std::shared_ptr<Rewrite>> rewrites_;                  // by FloatStageKey
+  std::map<std::string, json> records_;                                       // their float stages' records
+  std::map<std::string, std::pair<ir::Model, json>> prefixes_;                // rewrites by technique prefix
+  std::vector<std::pair<std::string, std::shared_ptr<Rewrite>>> calibrated_;  // serialized model -> ranges
+  std::map<std::string, quant::QuantPlan> plans_;                             // by recipe name
 };
 
 // Lower objective first; equal objectives: the higher output SQNR.
@@ -276,15 +320,16 @@ Status Recipes(TuneRun& run) {
     SEQTO_RETURN_IF_ERROR(WriteFileAtomic(file.string(), run.recipes_json.dump(2) + "\n"));
     run.Say("recipes: chose " + best->j.at("name").get<std::string>() + " of " + std::to_string(tried.size()) +
             " tried");
-    // Its rewrite and calibration are done: the calibration stage keeps them.
+    // Its rewrite, calibration and refined plan are done: the later stages keep them.
     run.quant_options.recovery = chosen;
     const RecipeTrial::Rewrite& rewrite = trial.RewriteOf(chosen);
     run.prepared = rewrite.model;
-    run.recovery_record = rewrite.record;
+    run.recovery_record = best->record;
     if (run.quant_options.mode == quant::QuantMode::kStatic) {
       run.ranges = rewrite.ranges;
       run.ranges_ready = true;
     }
+    run.plan = trial.TakePlan(best->j.at("name").get<std::string>());
     return Status::Ok();
   }
   // The chosen float stage rewrites the model every later stage quantizes.

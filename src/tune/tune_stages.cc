@@ -310,6 +310,10 @@ Status Calibrate(TuneRun& run) {
 
 Status Plan(TuneRun& run) {
   const quant::QuantOptions& qopts = run.quant_options;
+  if (run.plan) {  // the recipes stage built and refined it
+    run.Say("quantization plan: " + std::to_string(run.plan->groups().size()) + " groups");
+    return Status::Ok();
+  }
   SEQTO_ASSIGN_OR_RETURN(
       run.plan,
       quant::QuantPlan::Create(run.prepared, qopts, qopts.mode == quant::QuantMode::kStatic ? &run.ranges : nullptr));
