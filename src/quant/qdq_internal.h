@@ -102,7 +102,8 @@ class ParamCache {
 };
 
 // Step 2: resolved types, parameters and names.
-enum class Precision { kBase, kInt16, kFloat16 };
+// kInt16Activations: 16-bit activations, the plan's weight type (Fallback::kInt16Activations).
+enum class Precision { kBase, kInt16, kFloat16, kInt16Activations };
 struct PlannedTensor {
   std::string name;
   bool initializer = false;

@@ -465,7 +465,9 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     const TensorOverride* ov = override_of(t);
     QuantParams qp;
     qp.type =
-        ov && ov->quant_type ? *ov->quant_type : (p == Precision::kInt16 ? QuantType::kInt16 : options.activation_type);
+        ov && ov->quant_type ? *ov->quant_type
+                             : (p == Precision::kInt16 || p == Precision::kInt16Activations ? QuantType::kInt16
+                                                                                              : options.activation_type);
     if (ov && ov->scale && ov->zero_point) return override_params(t, *ov, qp.type);
     auto r = ranges.find(t);
     if (r == ranges.end() && !(ov && ov->rmin && ov->rmax))
@@ -492,7 +494,7 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     QuantType type;
     if (ov && ov->quant_type)
       type = *ov->quant_type;
-    else if (p == Precision::kInt16)
+    else if (p == Precision::kInt16 || (p == Precision::kInt16Activations && !mk.weight))
       type = QuantType::kInt16;
     else if (mk.weight)
       type = options.weight_type;
@@ -746,15 +748,18 @@ ir::Node MakeNode(const std::string& name, const std::string& op, const std::str
 // values when the plan has them (at the plan's own precision only), else its own
 // values rounded.
 Expected<Tensor> QuantizedInitializer(const Tensor& w, const PlannedTensor& pt, const Refinements& refinements) {
-  if (pt.precision == Precision::kBase) {
+  // A 16-bit-activation group keeps the plan's weights, learned rounding included.
+  const bool plan_weights = pt.precision == Precision::kBase || pt.precision == Precision::kInt16Activations;
+  if (plan_weights) {
     if (auto it = refinements.weight_integers.find(pt.name); it != refinements.weight_integers.end()) {
       if (it->second.dtype() != StorageDType(pt.params.type) || it->second.shape() != w.shape())
         return InternalError("tensor '" + pt.name + "': its refined integers do not match its quantization");
       return it->second;
     }
+  }
+  if (pt.precision == Precision::kBase)
     if (auto it = refinements.values.find(pt.name); it != refinements.values.end())
       return QuantizeTensor(it->second, pt.params);
-  }
   return QuantizeTensor(w, pt.params);
 }
 

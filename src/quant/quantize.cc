@@ -479,6 +479,7 @@ Expected<ir::Model> QuantPlan::Materialize(const std::set<std::string>& excluded
       if (!out || fallback != Fallback::kFloat) q[i] = true;
       if (out && fallback == Fallback::kInt16) precision[i] = Precision::kInt16;
       if (out && fallback == Fallback::kFloat16) precision[i] = Precision::kFloat16;
+      if (out && fallback == Fallback::kInt16Activations) precision[i] = Precision::kInt16Activations;
     }
   }
   if (!unknown.empty()) return UserError("no quantization group is named '" + *unknown.begin() + "'");
@@ -487,7 +488,9 @@ Expected<ir::Model> QuantPlan::Materialize(const std::set<std::string>& excluded
   detail::ParamCache& cache = cache_ ? *cache_ : local_cache;
   if (options_.mode == QuantMode::kDynamic) {
     if (fallback != Fallback::kFloat && !excluded.empty())
-      return UserError("an int16 or float16 fallback needs static quantization (dynamic groups fall back to float)");
+      return UserError(
+          "an int16, int16-activation or float16 fallback needs static quantization (dynamic groups fall back to "
+          "float)");
     SEQTO_ASSIGN_OR_RETURN(detail::DynamicPlan p, detail::PlanDynamic(info, q));
     return detail::EmitDynamic(info, options_, p, cache);
   }

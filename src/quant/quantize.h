@@ -112,7 +112,10 @@ struct Refinements {
 };
 
 // What an excluded group falls back to.
-enum class Fallback { kFloat, kInt16, kFloat16 };
+// kInt16Activations keeps the group's weights at the plan's type and gives its
+// activations 16 bits: a per-group activation width, the alternative to exclusion
+// when a group's damage comes from its activations.
+enum class Fallback { kFloat, kInt16, kFloat16, kInt16Activations };
 
 class QuantPlan {
  public:
@@ -157,6 +160,9 @@ class QuantPlan {
   //   kInt16:   (static) their tensors use int16 Q/DQ with parameters from the same
   //             ranges, their weights int16 symmetric; a tensor shared with a
   //             quantized group takes the wider type.
+  //   kInt16Activations: (static) as kInt16 for their activations (and constant
+  //             inputs quantized as activations), their weights keep the plan's
+  //             type and parameters;
   //   kFloat16: (static) their tensors are rounded to float16 (Cast pairs) and their
   //             weights and biases stored as float16; the ops still compute in
   //             float32, which every runtime can run.

@@ -371,7 +371,10 @@ namespace {
 // search.fallback's values, in FallbackNames() order.
 const std::vector<std::pair<std::string, quant::Fallback>>& Fallbacks() {
   static const std::vector<std::pair<std::string, quant::Fallback>> table = {
-      {"float", quant::Fallback::kFloat}, {"int16", quant::Fallback::kInt16}, {"float16", quant::Fallback::kFloat16}};
+      {"float", quant::Fallback::kFloat},
+      {"int16", quant::Fallback::kInt16},
+      {"float16", quant::Fallback::kFloat16},
+      {"int16_activations", quant::Fallback::kInt16Activations}};
   return table;
 }
 
