@@ -213,9 +213,17 @@ Expected<Grid> ReadGrid(const ir::Model& q, const Layer& layer, const QuantOptio
     return UserError("its weight's scale or zero point is not an initializer");
   Grid grid;
   grid.input = node->inputs[0];
+  // The plan's type for the weight (an override's, else weight_type) where the stored
+  // type is its storage (int4 is stored in int8); else the stored 8/16-bit type (ORT
+  // makes per-channel uint8 weights int8).
   auto o = options.tensor_overrides.find(layer.weight);
   grid.type = o != options.tensor_overrides.end() && o->second.quant_type ? *o->second.quant_type : options.weight_type;
-  if (StorageDType(grid.type) != zero->second.dtype()) return UserError("its weight's type is not the plan's");
+  if (StorageDType(grid.type) != zero->second.dtype()) {
+    bool known = false;
+    for (QuantType t : {QuantType::kInt8, QuantType::kUInt8, QuantType::kInt16, QuantType::kUInt16})
+      if (StorageDType(t) == zero->second.dtype()) grid.type = t, known = true;
+    if (!known) return UserError("its weight's type is not an integer type");
+  }
   const QRange r = GetQRange(grid.type, false, false);
   grid.qmin = r.qmin, grid.qmax = r.qmax;
   const std::vector<double> s = scale->second.ToDoubles();
@@ -303,14 +311,23 @@ runtime::TensorMap FirstRows(const runtime::TensorMap& feeds, int64_t count) {
 struct Cache {
   int64_t columns = 0, width = 0, outs = 0;
   std::vector<float> x, y;
-  double energy = 0;  // sum of the float outputs squared (with the bias), for relative errors
+  // The columns of the held-out samples (which the optimization does not see) and
+  // of the others.
+  std::vector<int64_t> held_out, train;
+  // Sums of the float outputs squared (with the bias), of all columns and of the
+  // held-out ones: relative errors.
+  double energy = 0, held_out_energy = 0;
   int64_t samples = 0;
 };
 
 struct CacheLimits {
   int64_t samples = 0, positions = 0;
   double memory_bytes = 0;
+  double holdout = 0;  // share of the samples held out
 };
+
+// Whether sample `i` is held out: every (1 / share)-th sample, spread evenly.
+bool HeldOut(int64_t i, double share) { return std::floor((i + 1) * share) > std::floor(i * share); }
 
 // The padding before the first row/column of a conv input of `in` along one axis.
 int64_t PadBefore(const Layer& l, int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dil, int axis) {
@@ -362,13 +379,15 @@ Expected<Cache> BuildCache(const ir::Model& quantized, const Grid& grid, const Q
       return UserError("unexpected input or output shapes");
     const float* xp = x.data<float>();
     const float* yp = y.data<float>();
-    auto add_column = [&](const float* y_at, int64_t y_stride) {
+    auto add_column = [&](int64_t n, const float* y_at, int64_t y_stride) {
+      const bool held = HeldOut(c.samples + n, limits.holdout);
       for (int64_t o = 0; o < c.outs; ++o) {
         const double v = y_at[o * y_stride];
         c.energy += v * v;
+        if (held) c.held_out_energy += v * v;
         c.y.push_back(static_cast<float>(v - bias[o]));
       }
-      ++c.columns;
+      (held ? c.held_out : c.train).push_back(c.columns++);
     };
     if (layer.conv()) {
       const int64_t in_channels = c.width / (layer.kh * layer.kw);
@@ -394,7 +413,7 @@ Expected<Cache> BuildCache(const ir::Model& quantized, const Grid& grid, const Q
                 c.x.push_back(yy >= 0 && yy < ih && xx >= 0 && xx < iw ? plane_in[yy * iw + xx] : 0.0f);
               }
           }
-          add_column(yp + n * c.outs * plane + order[p], plane);
+          add_column(n, yp + n * c.outs * plane + order[p], plane);
         }
       }
     } else {
@@ -410,13 +429,14 @@ Expected<Cache> BuildCache(const ir::Model& quantized, const Grid& grid, const Q
         for (int64_t p = 0; p < take; ++p) {
           const int64_t row = n * rows + order[p];
           c.x.insert(c.x.end(), xp + row * k, xp + (row + 1) * k);
-          add_column(yp + row * c.outs, 1);
+          add_column(n, yp + row * c.outs, 1);
         }
       }
     }
     c.samples += batch;
   }
   if (c.columns == 0) return UserError("no calibration samples");
+  if (c.train.empty()) std::swap(c.train, c.held_out);
   return c;
 }
 
@@ -508,16 +528,14 @@ class Problem {
   std::vector<float> xb_, r_;
 };
 
-// Sum of squared residuals of weights `w` over the whole cache.
-Expected<double> CacheError(const Layer& l, const Cache& c, const std::vector<float>& w, int64_t chunk) {
+// Sum of squared residuals of weights `w` over cached columns `cols`.
+Expected<double> CacheError(const Layer& l, const Cache& c, const std::vector<int64_t>& cols,
+                            const std::vector<float>& w, int64_t chunk) {
   double sum = 0;
-  std::vector<int64_t> cols;
-  for (int64_t start = 0; start < c.columns; start += chunk) {
-    const int64_t n = std::min(chunk, c.columns - start);
+  for (int64_t start = 0; start < static_cast<int64_t>(cols.size()); start += chunk) {
+    const int64_t n = std::min<int64_t>(chunk, cols.size() - start);
     Problem p(l, c, n);
-    cols.resize(n);
-    for (int64_t i = 0; i < n; ++i) cols[i] = start + i;
-    p.Gather(cols.data());
+    p.Gather(cols.data() + start);
     SEQTO_ASSIGN_OR_RETURN(double s, p.Residual(w));
     sum += s;
   }
@@ -548,7 +566,8 @@ Expected<LayerResult> Learn(const Layer& l, const Grid& grid, const Tensor& weig
   const float* wf = weight.data<float>();
   // Per element: floor(W / s), the bounds of floor + h (the type's range less the
   // zero point), and the nearest rounding's offset from floor.
-  std::vector<float> base(n), lo(n), hi(n), scale(grid.scale), v(n), m(n, 0.0f), m2(n, 0.0f), soft(n), grad(n);
+  std::vector<float> base(n), lo(n), hi(n), scale(grid.scale), v(n), m(n, 0.0f), m2(n, 0.0f), soft(n), grad(n), h(n),
+      slope(n);
   std::vector<int64_t> nearest(n);
   for (int64_t o = 0; o < l.outs; ++o)
     for (int64_t k = 0; k < l.k_per_group; ++k) {
@@ -569,9 +588,13 @@ Expected<LayerResult> Learn(const Layer& l, const Grid& grid, const Tensor& weig
   };
   constexpr int64_t kChunk = 1024;
   LayerResult result;
-  SEQTO_ASSIGN_OR_RETURN(double before, CacheError(l, c, hard(nearest), kChunk));
+  // Judged on the held-out samples' columns (all columns when there are none).
+  const std::vector<int64_t>& judged = c.held_out.empty() ? c.train : c.held_out;
+  const double energy = std::max(c.held_out.empty() ? c.energy : c.held_out_energy, 1e-30);
+  SEQTO_ASSIGN_OR_RETURN(double before, CacheError(l, c, judged, hard(nearest), kChunk));
 
-  const int64_t batch = std::min(st.batch, c.columns);
+  const int64_t train = static_cast<int64_t>(c.train.size());
+  const int64_t batch = std::min(st.batch, train);
   Problem problem(l, c, batch);
   std::vector<int64_t> cols(batch);
   const int64_t warmup = static_cast<int64_t>(kWarmup * st.iterations);
@@ -584,12 +607,14 @@ Expected<LayerResult> Learn(const Layer& l, const Grid& grid, const Tensor& weig
       beta = static_cast<float>(kBetaEnd + 0.5 * (kBetaStart - kBetaEnd) * (1 + std::cos(rel * M_PI)));
       lambda = static_cast<float>(st.lambda);
     }
-    for (auto& col : cols) col = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.columns));
+    for (auto& col : cols) col = c.train[rng() % static_cast<uint64_t>(train)];
     problem.Gather(cols.data());
+    // h, its slope and the soft weights; the update below reuses h and the slope.
     ParallelFor(n, 20, [&](int64_t begin, int64_t end) {
-      float slope;
-      for (int64_t i = begin; i < end; ++i)
-        soft[i] = scale[i] * std::clamp(base[i] + RectifiedSigmoid(v[i], &slope), lo[i], hi[i]);
+      for (int64_t i = begin; i < end; ++i) {
+        h[i] = RectifiedSigmoid(v[i], &slope[i]);
+        soft[i] = scale[i] * std::clamp(base[i] + h[i], lo[i], hi[i]);
+      }
     });
     SEQTO_RETURN_IF_ERROR(problem.Residual(soft).status());
     SEQTO_RETURN_IF_ERROR(problem.Gradient(grad));
@@ -597,15 +622,13 @@ Expected<LayerResult> Learn(const Layer& l, const Grid& grid, const Tensor& weig
     const float lr = static_cast<float>(st.lr * std::sqrt(1 - b2t) / (1 - b1t));
     ParallelFor(n, 40, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        float slope;
-        const float h = RectifiedSigmoid(v[i], &slope);
-        const float q = base[i] + h;
+        const float q = base[i] + h[i];
         float dh = q >= lo[i] && q <= hi[i] ? grad[i] * scale[i] : 0.0f;
         if (lambda > 0) {
-          const float d = 2 * h - 1;
+          const float d = 2 * h[i] - 1;
           dh -= lambda * 2 * beta * std::pow(std::fabs(d), beta - 1) * (d > 0 ? 1.0f : d < 0 ? -1.0f : 0.0f);
         }
-        const float dv = dh * slope;
+        const float dv = dh * slope[i];
         m[i] = b1 * m[i] + (1 - b1) * dv;
         m2[i] = b2 * m2[i] + (1 - b2) * dv * dv;
         v[i] -= lr * m[i] / (std::sqrt(m2[i]) + eps);
@@ -617,13 +640,12 @@ Expected<LayerResult> Learn(const Layer& l, const Grid& grid, const Tensor& weig
     float slope;
     result.offset[i] = RectifiedSigmoid(v[i], &slope) >= 0.5f ? 1 : 0;
   }
-  SEQTO_ASSIGN_OR_RETURN(double after, CacheError(l, c, hard(result.offset), kChunk));
+  SEQTO_ASSIGN_OR_RETURN(double after, CacheError(l, c, judged, hard(result.offset), kChunk));
   if (after >= before) {
     result.offset = nearest;
     result.kept_nearest = true;
     after = before;
   }
-  const double energy = std::max(c.energy, 1e-30);
   result.before = before / energy;
   result.after = after / energy;
   return result;
@@ -661,6 +683,7 @@ Status AdaRound(QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext
   limits.samples = static_cast<int64_t>(OptionValue(spec, "samples"));
   limits.positions = static_cast<int64_t>(OptionValue(spec, "positions"));
   limits.memory_bytes = OptionValue(spec, "memory_mb") * 1024 * 1024;
+  limits.holdout = OptionValue(spec, "holdout");
   const uint64_t seed = ctx.seed + static_cast<uint64_t>(OptionValue(spec, "seed"));
 
   json skipped = json::object();
@@ -686,6 +709,13 @@ Status AdaRound(QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext
     if (!cache.ok()) return std::move(cache).WithContext("adaround: node '" + l.node + "'").error();
     quantized = ir::Model();  // only one model and one cache at a time
     cache_seconds += Seconds(start);
+    // Fewer columns than weights per output channel: every row's rounding would fit
+    // the samples exactly (the classifier of a model calibrated on 100 images).
+    if (static_cast<int64_t>(cache->train.size()) < l.k_per_group) {
+      skipped[l.node] = std::to_string(cache->train.size()) + " training columns for " + std::to_string(l.k_per_group) +
+                        " weights per output channel (more samples needed)";
+      continue;
+    }
     const auto learn_start = std::chrono::steady_clock::now();
     auto learned = Learn(l, *grid, weight, *cache, st, rng);
     if (!learned.ok()) return std::move(learned).WithContext("adaround: node '" + l.node + "'").error();
@@ -742,6 +772,9 @@ Technique MakeAdaRoundTechnique() {
       {"samples", K::kInteger, 128, 1, 1 << 20, "calibration samples cached per layer (at most)"},
       {"positions", K::kInteger, 64, 1, 1 << 20, "random output positions cached per sample"},
       {"memory_mb", K::kNumber, 256, 1, 1 << 20, "bound on one layer's cache (fewer positions per sample beyond)"},
+      {"holdout", K::kNumber, 0.2, 0, 0.5,
+       "share of the samples held out of the optimization; a layer whose learned rounding does worse than nearest "
+       "rounding on them keeps nearest rounding (0: judged on the training columns)"},
       {"lambda", K::kNumber, 0.01, 0, 1e6, "weight of the rounding regularizer"},
       {"lr", K::kNumber, 0.01, 1e-9, 10, "Adam learning rate"},
       {"seed", K::kInteger, 0, 0, 1e9, "added to the run's seed (sampling of positions and batches)"},
