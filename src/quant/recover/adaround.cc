@@ -35,8 +35,14 @@
 //   - Adam runs `iterations` steps on random batches of `batch` cached columns, with
 //     hand-written gradients and oneDNN's sgemm (depthwise: a tiny problem per
 //     channel, done directly);
-//   - if the learned rounding reconstructs the cache worse than round-to-nearest
-//     (too few iterations), the layer keeps nearest rounding.
+//   - `holdout` of the samples stay out of the optimization: if the learned rounding
+//     reconstructs them worse than round-to-nearest (it fit the other samples' noise,
+//     or too few iterations), the layer keeps nearest rounding. A layer with fewer
+//     training columns than weights per output channel is not learned at all (each
+//     row's rounding would fit the samples exactly: the classifier of a model
+//     calibrated on 100 images).
+// It runs before bias correction (the registry's order), which then corrects the
+// learned rounding's remaining mean error.
 // Random choices come from ctx.seed + `seed`; the same seed gives the same model.
 #include <oneapi/dnnl/dnnl.h>
 
