@@ -220,6 +220,7 @@ TEST_P(AdaRoundTypes, LowersEachLayersErrorWithinOneOfNearest) {
 INSTANTIATE_TEST_SUITE_P(Weights, AdaRoundTypes,
                          ::testing::Values(std::make_tuple(QuantType::kInt8, false),
                                            std::make_tuple(QuantType::kInt8, true),
+                                           std::make_tuple(QuantType::kUInt8, false),
                                            std::make_tuple(QuantType::kUInt8, true)));
 
 TEST(AdaRound, OutputGetsCloserToFloat) {
