@@ -106,5 +106,59 @@ TEST(RecoverCli, BadSpecsAreOneClearError) {
   expect_error({"--config", config.string()}, {"recovery", "list"});
 }
 
+TEST(RecoverCli, AdaRoundLearnsTheRoundingOfTheBundledModel) {
+  const fs::path dir = TempDir();
+  const fs::path out = dir / "ada.onnx", plain = dir / "plain.onnx";
+  std::vector<std::string> args = QuantizeArgs(out);
+  for (const char* a : {"--recover", "adaround:iterations=50,samples=4,positions=8"}) args.push_back(a);
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  EXPECT_NE(r.err.find("recovery adaround"), std::string::npos) << r.err;
+  const nlohmann::json record = RecoveryRecord(out);
+  ASSERT_TRUE(record.is_array()) << record;
+  ASSERT_EQ(record.size(), 1u);
+  EXPECT_EQ(record[0].value("name", ""), "adaround");
+  EXPECT_EQ(record[0].value("stage", ""), "plan");
+  EXPECT_EQ(record[0].value("iterations", 0), 50);
+  const nlohmann::json& result = record[0]["result"];
+  EXPECT_GT(result.value("layers", 0), 10) << result;  // every conv and the classifier
+  EXPECT_EQ(result.value("samples", 0), 4) << result;
+  EXPECT_GT(result.value("flipped", 0.0), 0.0) << result;
+  // The learned integers differ from round-to-nearest's, never by more than one.
+  const std::vector<std::string> plain_args = QuantizeArgs(plain);
+  ASSERT_EQ(RunSeqto(plain_args).exit_code, 0);
+  auto a = onnxio::LoadModel(out.string());
+  auto b = onnxio::LoadModel(plain.string());
+  ASSERT_TRUE(a.ok() && b.ok());
+  int64_t differ = 0;
+  for (const auto& [name, t] : b->graph.initializers) {
+    if (name.size() < 10 || name.substr(name.size() - 10) != "_quantized" || t.dtype() != DType::kInt8) continue;
+    const auto x = t.ToInt64s(), y = a->graph.initializers.at(name).ToInt64s();
+    ASSERT_EQ(x.size(), y.size()) << name;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_LE(std::abs(x[i] - y[i]), 1) << name << "[" << i << "]";
+      differ += x[i] != y[i];
+    }
+  }
+  EXPECT_GT(differ, 0);
+}
+
+TEST(RecoverCli, AdaRoundBadOptionsAreOneClearError) {
+  const fs::path dir = TempDir();
+  const fs::path out = dir / "bad.onnx";
+  auto expect_error = [&](const std::vector<std::string>& extra, const std::vector<std::string>& parts) {
+    std::vector<std::string> args = QuantizeArgs(out);
+    args.insert(args.end(), extra.begin(), extra.end());
+    cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
+    EXPECT_FALSE(fs::exists(out));
+  };
+  expect_error({"--recover", "adaround:iterations=0"}, {"adaround.iterations", "outside [1, "});
+  expect_error({"--recover", "adaround:iterations=10.5"}, {"iterations", "integer"});
+  expect_error({"--recover", "adaround:lr=fast"}, {"adaround.lr", "number"});
+  expect_error({"--recover", "adaround:holdout=0.9"}, {"holdout", "outside [0, 0.5]"});
+  expect_error({"--recover", "adaround:rounds=3"}, {"unknown option 'rounds'", "iterations"});
+  expect_error({"--recover", "adaround", "--mode", "dynamic"}, {"'adaround' needs static quantization"});
+}
+
 }  // namespace
 }  // namespace seqto

@@ -12,6 +12,7 @@ const std::vector<Technique>& Techniques() {
   // One line per technique, in the order they run (float stage first).
   static const std::vector<Technique> techniques = {
       MakeEqualizeTechnique(),
+      MakeAdaRoundTechnique(),  // before bias correction, which then corrects the learned rounding
       MakeBiasCorrectionTechnique(),
   };
   return techniques;

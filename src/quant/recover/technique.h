@@ -86,5 +86,6 @@ std::string TechniquesHelp();
 // Technique factories, one per file.
 Technique MakeEqualizeTechnique();
 Technique MakeBiasCorrectionTechnique();
+Technique MakeAdaRoundTechnique();
 
 }  // namespace seqto::quant::recover
