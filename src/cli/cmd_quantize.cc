@@ -159,10 +159,15 @@ int RunQuantize(QuantizeArgs a, const CLI::App& cmd) {
   // Accuracy recovery, plan stage (bias correction, learned rounding).
   if (Status s = quant::recover::RefinePlan(*plan, ctx, recovery); !s.ok())
     return fail(Status(s).WithContext(a.model).error());
-  for (const auto& r : recovery)
+  for (const auto& r : recovery) {
+    // The scalar results on the line; lists and per-layer details are in --json.
+    json brief = json::object();
+    for (const auto& [key, value] : r["result"].items())
+      if (!value.is_structured()) brief[key] = value;
     std::fprintf(stderr, "seqto quantize: recovery %s (%s stage) took %.1f s: %s\n",
                  r["name"].get<std::string>().c_str(), r["stage"].get<std::string>().c_str(),
-                 r["seconds"].get<double>(), r["result"].dump().c_str());
+                 r["seconds"].get<double>(), brief.dump().c_str());
+  }
   auto model = plan->Materialize();
   if (!model) return fail(std::move(model).WithContext(a.model).error());
   if (Status s = onnxio::CheckModel(*model); !s.ok())

@@ -464,10 +464,10 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
   auto activation_params = [&](const std::string& t, Precision p) -> Expected<QuantParams> {
     const TensorOverride* ov = override_of(t);
     QuantParams qp;
-    qp.type =
-        ov && ov->quant_type ? *ov->quant_type
-                             : (p == Precision::kInt16 || p == Precision::kInt16Activations ? QuantType::kInt16
-                                                                                              : options.activation_type);
+    qp.type = ov && ov->quant_type
+                  ? *ov->quant_type
+                  : (p == Precision::kInt16 || p == Precision::kInt16Activations ? QuantType::kInt16
+                                                                                 : options.activation_type);
     if (ov && ov->scale && ov->zero_point) return override_params(t, *ov, qp.type);
     auto r = ranges.find(t);
     if (r == ranges.end() && !(ov && ov->rmin && ov->rmax))

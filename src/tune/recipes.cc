@@ -7,7 +7,8 @@
 // model. Recipes with the same float stage share one rewrite and one calibration
 // (calibration is most of a recipe's cost).
 //   - "auto" searches greedily: from no technique, add the technique that improves
-//     the most, while one does. With n techniques that is at most n(n+1)/2 recipes,
+//     the most, while one does. Expensive techniques (learned rounding: minutes on
+//     MobileNetV2) are left to lists. With n techniques that is at most n(n+1)/2 recipes,
 //     and usually far fewer: a technique that does not help is not tried again.
 //   - "list" tries each recipe of the config's list.
 // "Best" is the run's first objective (accuracy loss, size or latency), ties broken
@@ -256,14 +257,15 @@ bool Better(const Tried& a, const Tried& b) {
   return a.sqnr_db > b.sqnr_db;
 }
 
-// "auto": greedy forward selection over the techniques that apply to the run's mode.
+// "auto": greedy forward selection over the techniques that apply to the run's mode
+// and are not expensive (learned rounding takes minutes: a list asks for it).
 Expected<std::vector<Tried>> SearchRecipes(RecipeTrial& trial, const quant::QuantOptions& options) {
   std::vector<Tried> tried;
   SEQTO_ASSIGN_OR_RETURN(Tried best, trial.Try({}));
   tried.push_back(best);
   std::vector<std::string> left;
   for (const auto& t : quant::recover::Techniques())
-    if (!t.static_only || options.mode == quant::QuantMode::kStatic) left.push_back(t.name);
+    if ((!t.static_only || options.mode == quant::QuantMode::kStatic) && !t.expensive) left.push_back(t.name);
   while (!left.empty()) {
     std::optional<Tried> round_best;
     std::string added;

@@ -699,7 +699,7 @@ TEST(QuantGroups, ExclusionGuaranteesOnTheBundledModels) {
   }
 }
 
-TEST(QuantFallback, Int16AndFloat16KeepTheStructure) {
+TEST(QuantFallback, Int16Int16ActivationsAndFloat16KeepTheStructure) {
   auto plan = MakePlan(ConvReluMatMul(), QuantOptions{}, ConvReluMatMulRanges());
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   std::mt19937 rng(4);
@@ -720,6 +720,22 @@ TEST(QuantFallback, Int16AndFloat16KeepTheStructure) {
   for (const auto* n : NodesOf(*q16, "DequantizeLinear")) EXPECT_EQ(n->domain, "com.microsoft");
   const auto got16 = RunModel(*q16, feeds);
   ASSERT_TRUE(got16.count("y"));
+
+  // 16-bit activations only: the conv's activations as in kInt16, its weight exactly
+  // the full quantization's (type, scale and integers).
+  auto qa16 = plan->Materialize({"conv"}, Fallback::kInt16Activations);
+  ASSERT_TRUE(qa16.ok()) << qa16.error().message;
+  ExpectChecks(*qa16);
+  EXPECT_EQ(Init(*qa16, "x_zero_point").dtype(), DType::kInt16);
+  EXPECT_FLOAT_EQ(ScalarF(*qa16, "x_scale"), static_cast<float>(2.0 / 65535));
+  EXPECT_EQ(Init(*qa16, "r_zero_point").dtype(), DType::kInt16);
+  EXPECT_EQ(Init(*qa16, "y_zero_point").dtype(), DType::kUInt8);
+  auto q8 = plan->Materialize();
+  ASSERT_TRUE(q8.ok());
+  EXPECT_EQ(Init(*qa16, "w_quantized").dtype(), DType::kInt8);
+  EXPECT_EQ(Init(*qa16, "w_quantized").ToInt64s(), Init(*q8, "w_quantized").ToInt64s());
+  EXPECT_FLOAT_EQ(ScalarF(*qa16, "w_scale"), ScalarF(*q8, "w_scale"));
+  ASSERT_TRUE(RunModel(*qa16, feeds).count("y"));
 
   auto qf16 = plan->Materialize({"conv"}, Fallback::kFloat16);
   ASSERT_TRUE(qf16.ok()) << qf16.error().message;
@@ -754,6 +770,7 @@ TEST(QuantFallback, Int16AndFloat16KeepTheStructure) {
   for (size_t i = 0; i < ref.at("y").ToDoubles().size(); ++i)
     e8 += std::pow(ref.at("y").ToDoubles()[i] - got8.at("y").ToDoubles()[i], 2);
   EXPECT_LT(error(Fallback::kInt16), e8);
+  EXPECT_LT(error(Fallback::kInt16Activations), e8);
   EXPECT_LT(error(Fallback::kFloat16), e8);
   EXPECT_LT(error(Fallback::kFloat), e8);
 }

@@ -787,6 +787,7 @@ Technique MakeAdaRoundTechnique() {
   };
   t.needs_data = true;
   t.static_only = true;
+  t.expensive = true;  // about 3.5 minutes on MobileNetV2 at the defaults
   t.refine_plan = AdaRound;
   return t;
 }

@@ -52,6 +52,9 @@ struct Technique {
   bool needs_data = false;   // cannot work without the calibration samples
   bool uses_data = false;    // reads them when there are some (static mode)
   bool static_only = false;  // needs static quantization (the plan stage edits its Q/DQ values)
+  // Minutes rather than seconds on a mid-size CNN: the tuner's "auto" recipes leave
+  // it out (a recipe list or quantization.recovery can still ask for it).
+  bool expensive = false;
   // Float stage: returns the rewritten model. `record` receives what the technique
   // did (counts, scales...), shown in the report and the model's metadata.
   std::function<Expected<ir::Model>(const ir::Model& prepared, const RecoverySpec& spec, const RecoveryContext& ctx,
