@@ -26,6 +26,7 @@
 #include "quant/quantize.h"
 #include "runners/runner.h"
 #include "runtime/session.h"
+#include "support/fashion_data.h"
 #include "support/ort_oracle.h"
 #include "support/test_models.h"
 
@@ -35,25 +36,10 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* kDataDir = "/usr/share/datasets/fashion-mnist/";
-
-struct Data {
-  Tensor x;  // [N, 1, 28, 28] float32, preprocessed
-  std::vector<int64_t> labels;
-};
+using Data = testing::FashionSamples;
 
 Expected<Data> Load(const std::string& images, int64_t samples, uint64_t seed) {
-  data::DataOptions options;
-  SEQTO_ASSIGN_OR_RETURN(options.preprocess, data::ParsePreprocessSpec("scale=0.00392157,mean=0.2860,std=0.3530"));
-  options.input_shape = Shape{-1, 1, 28, 28};
-  SEQTO_ASSIGN_OR_RETURN(auto ds, data::OpenDataset(std::string(kDataDir) + images, options));
-  const std::vector<int64_t> indices = data::SampleIndices(ds->size(), samples, seed);
-  std::vector<data::TargetInput> targets = {{"input", DType::kFloat32, Shape{-1, 1, 28, 28}}};
-  SEQTO_ASSIGN_OR_RETURN(auto it,
-                         data::BatchIterator::Create(ds, indices, static_cast<int64_t>(indices.size()), targets));
-  data::Batch batch;
-  SEQTO_ASSIGN_OR_RETURN(bool more, it->Next(batch));
-  if (!more) return UserError("no samples");
-  return Data{batch.feeds.at("input"), batch.labels};
+  return testing::LoadFashionSamples(images, samples, seed);
 }
 
 const Data& EvalData() {
