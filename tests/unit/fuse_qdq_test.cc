@@ -13,9 +13,9 @@
 //     dividing by the output scale. Where the real value lies within that rounding
 //     error of a .5 tie, the two round to neighbouring integers: at most one quantum
 //     apart, on a small fraction of elements (rounding errors of ~1e-6 relative
-//     against a tie band of width 1 give about 1e-4 of the elements; the fast
-//     QLinearConv path's float zero-point addition adds the same kind of rare tie
-//     flip). The tests assert |diff| <= 1 on fewer than 1% of the elements.
+//     against a tie band of width 1 give about 1e-4 of the elements). The tests
+//     assert |diff| <= 1 on fewer than 1% of the elements.
+//   - com.seqto.QLinearConv's native (oneDNN) path and its exact path: equal.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 
 #include "core/npy.h"
 #include "onnxio/model_io.h"
+#include "ops/quant/quant_util.h"
 #include "quant/quantize.h"
 #include "quantized_examples.h"
 #include "rewrite/passes.h"
@@ -444,8 +445,7 @@ TEST(FuseQdq, ConvFusesAndMatchesTheFloatReference) {
 }
 
 // com.seqto.QLinearConv's native oneDNN path (requantizing inside the convolution)
-// against its exact path (reference_only) on a larger conv: the same integers but
-// for the rare ties the float zero-point addition moves (well under 0.1%).
+// against its exact path (reference_only) on a larger conv: the same integers.
 TEST(FuseQdq, NativeConvPathAgreesWithTheExactOne) {
   for (DType x_type : {DType::kUInt8, DType::kInt8}) {
     for (int64_t group : {1, 32}) {
@@ -466,8 +466,51 @@ TEST(FuseQdq, NativeConvPathAgreesWithTheExactOne) {
       exact.reference_only = true;
       const Comparison d = Compare(RunInts(m, b.inputs(), {}), RunInts(m, b.inputs(), exact));
       EXPECT_GT(d.n, 20000);
-      EXPECT_LE(d.max_diff, 1);
-      EXPECT_LT(d.diffs * 1000, d.n) << d.diffs << " of " << d.n;
+      EXPECT_EQ(d.diffs, 0) << "of " << d.n << " (max diff " << d.max_diff << ")";
+    }
+  }
+}
+
+// The native path adds y_zp after rounding, as the exact path and ONNX Runtime do:
+// with power-of-two scales and x_scale * w_scale / y_scale = 1/16, one accumulator
+// in 16 lands exactly on a .5 tie, and with an odd y_zp, adding y_zp before rounding
+// half to even (oneDNN's destination zero point) moves every such tie by one. All
+// values here are exact in float32, so the unfused float graph rounds the same ties
+// the same way: the three runs must agree bit for bit.
+TEST(FuseQdq, NativeConvPathRoundsTiesBeforeAddingTheZeroPoint) {
+  for (DType y_type : {DType::kUInt8, DType::kInt8}) {
+    for (bool channels_last : {false, true}) {
+      SCOPED_TRACE(DTypeName(y_type) + (channels_last ? " channels last" : " channels first"));
+      QdqBuilder b(41);
+      const Shape xs{2, 8, 13, 11};
+      const QP xq{1.f / 64, 64, DType::kUInt8};
+      const std::string xd = b.DQ(b.Q(b.Input("x", xs), xq), xq);
+      Tensor w(DType::kInt8, {16, 8, 1, 1});
+      std::uniform_int_distribution<int> weight(-3, 3);
+      for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(weight(b.rng()));
+      const std::string wd =
+          b.Node("DequantizeLinear", {b.Const("w", w), b.Const("w_scale", Tensor::Scalar<float>(1.f / 128)),
+                                      b.Const("w_zp", Tensor::Scalar<int8_t>(0))});
+      const std::string conv = b.Node("Conv", {xd, wd}, {{"kernel_shape", Ints({1, 1})}});
+      const QP yq{1.f / 512, y_type == DType::kUInt8 ? 101 : -27, y_type};
+      const std::string y = b.Q(conv, yq);
+      b.g().outputs.push_back({y, y_type, std::nullopt});
+
+      SessionOptions fast, exact, unfused;
+      fast.channels_last = channels_last;
+      exact.reference_only = true;
+      unfused.optimize = false;
+      const int64_t fast_runs = ops::quant::FastRuns();
+      const auto got = RunInts(b.model(), b.inputs(), fast);
+      if (ops::quant::ExactInt8Isa()) {
+        EXPECT_GT(ops::quant::FastRuns(), fast_runs) << "the native path did not run";
+      }
+      const auto want = RunInts(b.model(), b.inputs(), unfused);
+      const Comparison native = Compare(got, want);
+      const Comparison reference = Compare(RunInts(b.model(), b.inputs(), exact), want);
+      EXPECT_EQ(native.n, xs[0] * 16 * xs[2] * xs[3]);
+      EXPECT_EQ(native.diffs, 0) << "of " << native.n << " (max diff " << native.max_diff << ")";
+      EXPECT_EQ(reference.diffs, 0) << "of " << reference.n << " (max diff " << reference.max_diff << ")";
     }
   }
 }

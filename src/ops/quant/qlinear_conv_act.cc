@@ -9,19 +9,24 @@
 //     are constants, int8 weights with zero point 0 as quantizers write them, on a
 //     CPU where oneDNN's int8 kernels are exact): one oneDNN int8 convolution that
 //     also requantizes, writing 8-bit output in its preferred layout, reordered to
-//     NCHW (one byte per element) and clamped;
+//     NCHW (one byte per element) and clamped; with a nonzero y_zp it rounds (a
+//     post-op) before it adds y_zp;
 //   - otherwise the built-in QLinearConv kernel (exact int32 accumulation, its own
 //     requantization pass), then the clamp.
 // With channels_last = 1 (set by the layout pass, rewrite/channels_last.cc), X and Y
 // are N x H x W x C: the native path reads and writes them without a reorder, the
 // exact path runs on channels-first copies.
 // Both compute y = clamp(round(float(acc + bias) * (x_scale * w_scale[m] / y_scale))
-// + y_zp) on the exact int32 accumulator with round half to even. oneDNN adds
-// y_zp (and converts acc and bias) in float32 before it rounds, which can move a
-// value that lies within float rounding of a .5 tie to the other side: the two paths
-// then differ by one quantum. That happens on very few elements and is the same
-// kind of difference the fused op has from the float QDQ graph anyway (see
-// rewrite/fuse_qdq.cc); reference_only sessions take the exact path.
+// + y_zp) on the exact int32 accumulator with round half to even, bit for bit as
+// ONNX Runtime's QLinearConv (MlasRequantizeOutput) does. oneDNN adds its
+// destination zero point in float32 before its final rounding, which alone would
+// move values within float rounding of a .5 tie (and every exact tie, for an odd
+// y_zp) to the other side: one quantum, on a few elements in a million. That is
+// too many: a per-tensor MobileNetV2 amplifies a handful of such differences into a
+// different top-1 class on some photos (docs/design.md, section 2). So the native
+// path rounds first, with an eltwise_round post-op (half to even, like the final
+// conversion); y_zp is then added to an integer, exactly. reference_only sessions
+// take the exact path.
 #include <unordered_map>
 
 #include "ops/nn/dnnl_util.h"
@@ -178,6 +183,10 @@ class QLinearConvClampKernel final : public Kernel {
         data.push_back(&p.x_zp);
       }
       if (p.y_zp != 0) {
+        // Round before y_zp is added (see the top of the file).
+        dnnl::post_ops round;
+        round.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+        attr.set_post_ops(round);
         attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
         args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zp_md});
         data.push_back(&p.y_zp);
