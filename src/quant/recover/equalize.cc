@@ -18,7 +18,8 @@
 //   0: such pairs are left alone;
 //   1: (default) a Clip whose input never exceeds 6 on the calibration samples is
 //      replaced by Relu: the float model is unchanged on those samples, and changes
-//      only where other data goes beyond what calibration saw in that layer;
+//      only where other data goes beyond what calibration saw in that layer
+//      (without samples, as in dynamic quantization, every ReLU6 is kept);
 //   2: every such Clip becomes Relu (as DFQ and AIMET do for MobileNetV2). On the
 //      ImageNet MobileNetV2 this alone moves the float outputs to 25 dB SQNR: a few
 //      layers do clip, and those clipped values matter.
@@ -386,10 +387,13 @@ Expected<ir::Model> Equalize(const ir::Model& prepared, const RecoverySpec& spec
 
   ir::Model model = prepared;
   ir::Graph& g = model.graph;
-  std::vector<Pair> pairs = FindPairs(g, relu6 > 0);
-  if (relu6 == 1) {
+  // Without samples (dynamic quantization) relu6=1 cannot tell which ReLU6 clip:
+  // it keeps them all, as relu6=0 does, and says so.
+  const bool relu6_unknown = relu6 == 1 && !have_data;
+  std::vector<Pair> pairs = FindPairs(g, relu6 > 0 && !relu6_unknown);
+  if (relu6_unknown) record["relu6_kept"] = "no calibration samples to tell which ReLU6 clip";
+  if (relu6 == 1 && have_data) {
     // Only the ReLU6 that never clip on the calibration samples.
-    if (!have_data) return UserError("cle: relu6=1 needs calibration samples (relu6=0 or 2 do not)");
     SEQTO_ASSIGN_OR_RETURN(auto max, MaxActivations(model, pairs, ctx));
     std::vector<Pair> kept;
     for (const auto& p : pairs)
@@ -478,7 +482,8 @@ Technique MakeEqualizeTechnique() {
   t.options = {
       {"relu6", K::kInteger, 1, 0, 2,
        "ReLU6 (Clip 0..6) between two convs: 0 keep (pair not equalized), 1 replace by Relu where the calibration "
-       "samples never exceed 6, 2 replace all (changes the float model where a pre-activation exceeds 6)"},
+       "samples never exceed 6 (without samples: keep), 2 replace all (changes the float model where a pre-activation "
+       "exceeds 6)"},
       {"bias_absorption", K::kBool, 1, 0, 1,
        "move the part of a Relu pair's bias that the calibration samples never go below into the next conv "
        "(only where it reads no padding)"},
