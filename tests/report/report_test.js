@@ -73,6 +73,34 @@ test('prerequisites: seqto, chromium and the npm packages are installed', () => 
   assert.ok(fs.existsSync(process.env.SEQTO_CHROMIUM || '/usr/bin/chromium'), 'chromium is missing (Debian package chromium)');
 });
 
+test('the recipes stage shows as a table with the chosen recipe marked, names escaped', () => {
+  const dir = path.join(WORK, 'recipes');
+  makeRun(dir, { cycles: 4, groups: 5, seed: 9 });
+  const recipe = (name, loss, sqnr) => ({
+    name, recovery: [], model_file: `recipes/${name}.onnx`, size_bytes: 3600000, seconds: 4.5,
+    metrics: { accuracy_loss: loss, top1_disagreement: loss + 1, sqnr_db: sqnr }, latency_ms: { p50: 2.5 },
+    techniques: [],
+  });
+  editReport(dir, (r) => {
+    r.recipes = [recipe('none', 4, 10.79), recipe('cle<b>x</b>', 6, 11.79), recipe('cle+bias_correction', 0, 15.07)];
+    r.recipe = { name: 'cle+bias_correction', mode: 'auto',
+      techniques: [{ name: 'cle', stage: 'float', result: { pairs: 29 } }] };
+  });
+  const r = seqto(['report', dir]);
+  assert.equal(r.status, 0, r.stderr);
+  const html = fs.readFileSync(path.join(dir, 'report.html'), 'utf8');
+  assert.ok(html.includes('<h2>Recipes</h2>'), 'a Recipes section');
+  assert.ok(html.includes('cle+bias_correction (chosen)'), 'the chosen recipe is marked');
+  assert.ok(html.includes('15.1'), 'its output SQNR is shown');
+  assert.ok(html.includes('{&quot;pairs&quot;:29}'), 'what the chosen techniques did');
+  assert.ok(!html.includes('cle<b>x</b>'), 'recipe names are escaped');
+  // Without the stage, no section.
+  const plain = path.join(WORK, 'no-recipes');
+  makeRun(plain, { cycles: 4, groups: 5, seed: 9 });
+  assert.equal(seqto(['report', plain]).status, 0);
+  assert.ok(!fs.readFileSync(path.join(plain, 'report.html'), 'utf8').includes('<h2>Recipes</h2>'));
+});
+
 test('a run directory: report.html, figures, and the page works in Chromium', () => {
   const dir = path.join(WORK, 'mobilenetv2-static');
   const report = makeRun(dir, { cycles: 20, groups: 24, seed: 7, busy: true });
