@@ -23,6 +23,10 @@ void AddQuantFlags(CLI::App& cmd, QuantFlags& f) {
       ->delimiter(',');
   cmd.add_option("--nodes", f.nodes, "Only these nodes (names or globs, comma-separated)")->delimiter(',');
   cmd.add_option("--exclude", f.exclude, "Keep these nodes in float (names or globs, comma-separated)")->delimiter(',');
+  cmd.add_option("--int16-activations", f.int16_activations,
+                 "Give these nodes' groups 16-bit activations, keeping 8-bit weights (names or globs, comma-separated; "
+                 "static mode)")
+      ->delimiter(',');
   cmd.add_option("--recover", f.recover,
                  "Accuracy recovery: NAME or NAME:key=value,... (repeat for several; they run in a fixed order):\n" +
                      quant::recover::TechniquesHelp());
@@ -60,6 +64,7 @@ Expected<quant::QuantOptions> BuildQuantOptions(const QuantFlags& f, const CLI::
   if (given("--op-types")) o.op_types_to_quantize = f.op_types;
   if (given("--nodes")) o.nodes_to_quantize = f.nodes;
   if (given("--exclude")) o.nodes_to_exclude = f.exclude;
+  if (given("--int16-activations")) o.int16_activation_nodes = f.int16_activations;
   if (given("--recover")) {
     o.recovery.clear();
     for (const auto& text : f.recover) {

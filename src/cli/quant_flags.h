@@ -17,7 +17,7 @@ namespace seqto::cli {
 
 struct QuantFlags {
   std::string mode = "static", calibration, activation_type, weight_type, config;
-  std::vector<std::string> op_types, nodes, exclude, recover;
+  std::vector<std::string> op_types, nodes, exclude, recover, int16_activations;
   bool per_channel = false, reduce_range = false, power_of_two = false;
 };
 

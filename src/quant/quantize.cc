@@ -47,6 +47,14 @@ Status ValidateOptions(const ir::Model& model, const QuantOptions& o) {
                        QuantTypeName(o.activation_type) + " activations, " + QuantTypeName(o.weight_type) +
                        " weights)");
   }
+  // Checked before calibration: every pattern must name a node (the plan then
+  // checks that it names a quantized one).
+  if (!o.int16_activation_nodes.empty() && o.mode != QuantMode::kStatic)
+    return UserError("int16 activation nodes need static quantization");
+  for (const auto& pattern : o.int16_activation_nodes)
+    if (std::none_of(model.graph.nodes.begin(), model.graph.nodes.end(),
+                     [&](const ir::Node& n) { return GlobMatch(pattern, n.name); }))
+      return UserError("int16 activation nodes: '" + pattern + "' matches no node of the model");
   if (!o.tensor_overrides.empty()) {
     std::set<std::string> values;
     for (const auto& v : model.graph.inputs) values.insert(v.name);
@@ -451,7 +459,20 @@ Expected<QuantPlan> QuantPlan::Create(const ir::Model& prepared, const QuantOpti
     plan.group_nodes_.push_back(g.nodes);
   }
   plan.CountGroupMacs();
+  SEQTO_RETURN_IF_ERROR(plan.MarkInt16ActivationGroups());
   return plan;
+}
+
+Status QuantPlan::MarkInt16ActivationGroups() {
+  int16_activation_groups_.assign(groups_.size(), false);
+  for (const auto& pattern : options_.int16_activation_nodes) {
+    bool matched = false;
+    for (size_t g = 0; g < groups_.size(); ++g)
+      for (const auto& node : groups_[g].nodes)
+        if (GlobMatch(pattern, node)) int16_activation_groups_[g] = matched = true;
+    if (!matched) return UserError("int16 activation nodes: '" + pattern + "' matches no quantized node");
+  }
+  return Status::Ok();
 }
 
 void QuantPlan::CountGroupMacs() {
@@ -475,8 +496,10 @@ Expected<ir::Model> QuantPlan::Materialize(const std::set<std::string>& excluded
   std::set<std::string> unknown = excluded;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const bool out = unknown.erase(groups_[g].name) != 0;
+    const bool wide = !out && g < int16_activation_groups_.size() && int16_activation_groups_[g];
     for (size_t i : group_nodes_[g]) {
       if (!out || fallback != Fallback::kFloat) q[i] = true;
+      if (wide) precision[i] = Precision::kInt16Activations;
       if (out && fallback == Fallback::kInt16) precision[i] = Precision::kInt16;
       if (out && fallback == Fallback::kFloat16) precision[i] = Precision::kFloat16;
       if (out && fallback == Fallback::kInt16Activations) precision[i] = Precision::kInt16Activations;

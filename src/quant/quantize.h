@@ -69,6 +69,10 @@ struct QuantOptions {
   CalibrationMethod calibration = CalibrationMethod::kMinMax;
   CalibrationOptions calibration_options;                  // CalibMovingAverage etc.
   std::map<std::string, TensorOverride> tensor_overrides;  // TensorQuantOverrides
+  // Per-layer activation width: the groups of these nodes (names or globs; static
+  // mode) quantize their activations to 16 bits and keep the plan's weights, in every
+  // model of the plan (Fallback::kInt16Activations's precision, without excluding).
+  std::vector<std::string> int16_activation_nodes;
   // Accuracy-recovery techniques (quant/recover/technique.h), applied in the
   // registry's order whatever the order here; each name at most once.
   std::vector<RecoverySpec> recovery;
@@ -187,6 +191,8 @@ class QuantPlan {
   TensorRanges ranges_;  // as calibrated, adjusted as ORT does (Relu/Clip inputs, Softmax outputs)
   std::vector<QuantGroup> groups_;
   std::vector<std::vector<size_t>> group_nodes_;  // prepared-graph node indices of each group
+  std::vector<bool> int16_activation_groups_;     // by group: options_.int16_activation_nodes
+  Status MarkInt16ActivationGroups();
   int64_t model_macs_ = 0;
   std::vector<std::string> macs_unknown_nodes_;
   void CountGroupMacs();

@@ -269,6 +269,7 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
   SEQTO_RETURN_IF_ERROR(r.Strings("op_types_to_quantize", o.op_types_to_quantize));
   SEQTO_RETURN_IF_ERROR(r.Strings("nodes_to_quantize", o.nodes_to_quantize));
   SEQTO_RETURN_IF_ERROR(r.Strings("nodes_to_exclude", o.nodes_to_exclude));
+  SEQTO_RETURN_IF_ERROR(r.Strings("int16_activation_nodes", o.int16_activation_nodes));
   SEQTO_RETURN_IF_ERROR(r.Bool("power_of_two", o.power_of_two));
   if (r.has("calibrate_method")) {
     std::string method;
@@ -352,7 +353,8 @@ json QuantOptionsToJson(const quant::QuantOptions& o) {
   }
   extra["TensorQuantOverrides"] = overrides;
   j["extra_options"] = extra;
-  // Only when used, so run directories written before recovery existed still resume.
+  // Only when used, so run directories written before these existed still resume.
+  if (!o.int16_activation_nodes.empty()) j["int16_activation_nodes"] = o.int16_activation_nodes;
   if (!o.recovery.empty()) {
     json list = json::array();
     for (const auto& spec : o.recovery) list.push_back(quant::recover::RecoverySpecToJson(spec));

@@ -162,3 +162,54 @@ TEST(RecoverCli, AdaRoundBadOptionsAreOneClearError) {
 
 }  // namespace
 }  // namespace seqto
+
+namespace seqto {
+namespace {
+
+// The dtype of the zero point of the DequantizeLinear that feeds `node`'s input `k`.
+DType FeedingZeroPointType(const ir::Model& m, const std::string& node, size_t k) {
+  std::map<std::string, const ir::Node*> producer;
+  for (const auto& n : m.graph.nodes)
+    for (const auto& o : n.outputs) producer[o] = &n;
+  for (const auto& n : m.graph.nodes) {
+    if (n.name != node || n.inputs.size() <= k) continue;
+    auto p = producer.find(n.inputs[k]);
+    if (p == producer.end() || p->second->op_type != "DequantizeLinear" || p->second->inputs.size() < 3) break;
+    auto zp = m.graph.initializers.find(p->second->inputs[2]);
+    if (zp != m.graph.initializers.end()) return zp->second.dtype();
+  }
+  return DType::kUndefined;
+}
+
+TEST(RecoverCli, Int16ActivationsWidenTheNamedGroupsOnly) {
+  const fs::path dir = TempDir();
+  const fs::path out = dir / "a16.onnx";
+  std::vector<std::string> args = {"quantize",
+                                   (kExamples / "resnet.onnx").string(),
+                                   "-o",
+                                   out.string(),
+                                   "--calib-data",
+                                   (kExamples / "sample_input.npy").string(),
+                                   "--int16-activations",
+                                   "/layer1/conv1/Conv"};
+  const Result r = RunSeqto(args);
+  ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+  auto m = onnxio::LoadModel(out.string());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  // The named conv reads a 16-bit activation and keeps its 8-bit weight; its
+  // neighbours downstream keep 8-bit activations where they do not share its tensors.
+  EXPECT_EQ(FeedingZeroPointType(*m, "/layer1/conv1/Conv", 0), DType::kInt16);
+  EXPECT_EQ(FeedingZeroPointType(*m, "/layer1/conv1/Conv", 1), DType::kInt8);
+  EXPECT_EQ(FeedingZeroPointType(*m, "/layer3/conv1/Conv", 0), DType::kUInt8);
+  EXPECT_TRUE(onnxio::CheckModel(*m).ok());
+  // A pattern that matches no quantized node is one clear error.
+  args.back() = "/nothing/*";
+  cli_test::ExpectUserError(args, {"'/nothing/*' matches no node"}, "seqto quantize: error: ");
+  args.back() = "/layer1/conv1/Conv";
+  args.push_back("--mode");
+  args.push_back("dynamic");
+  cli_test::ExpectUserError(args, {"int16 activation nodes need static quantization"}, "seqto quantize: error: ");
+}
+
+}  // namespace
+}  // namespace seqto
