@@ -68,7 +68,8 @@ void ExpectUserError(const std::vector<std::string>& args, const std::vector<std
 
 // The data part of a short but real tuning job the tune tests share: the bundled
 // Fashion-MNIST ResNet, 300 labelled test images, 64 calibration and 64 ranking images
-// from the training set, batches of 50. Tests add their search, latency and threads.
+// from the training set, batches of 50, no recipes stage. Tests add their search,
+// latency and threads.
 nlohmann::json FashionResnetTuneConfig(const std::filesystem::path& out);
 
 }  // namespace seqto::cli_test

@@ -43,6 +43,7 @@ json SmallConfig(const fs::path& model, const fs::path& out) {
   c["data"]["preprocess"] = "scale=0.00392156862745098,mean=0.2860,std=0.3530";
   c["data"]["batch_size"] = 100;
   c["ranker"] = "weights";
+  c["recipes"] = "none";  // tested on its own in recipes_cli_test.cc
   c["search"] = {{"strategy", "linear"}, {"threshold", 0}, {"max_candidates", 2}};
   c["objectives"] = {"accuracy_loss", "size_bytes"};
   c["latency"] = {{"runs", 1}, {"warmup", 0}};
