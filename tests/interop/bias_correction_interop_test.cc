@@ -13,11 +13,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 
 #include "data/open_dataset.h"
 #include "data/sampling.h"
+#include "eval/metrics.h"
 #include "onnxio/model_io.h"
 #include "quant/calib/calibrate.h"
 #include "quant/quantize.h"
@@ -38,27 +38,21 @@ Expected<Data> Load(const std::string& images, int64_t samples, uint64_t seed) {
   return testing::LoadFashionSamples(images, samples, seed);
 }
 
-Tensor Rows(const Tensor& x, int64_t begin, int64_t end) {
-  Shape shape = x.shape();
-  shape[0] = end - begin;
-  Tensor out(x.dtype(), shape);
-  const size_t row = x.nbytes() / static_cast<size_t>(x.dim(0));
-  std::memcpy(out.raw(), static_cast<const std::byte*>(x.raw()) + row * begin, row * (end - begin));
-  return out;
-}
-
-std::vector<runtime::TensorMap> Batches(const Tensor& x, int64_t size) {
+// The samples in batches of `size` rows.
+Expected<std::vector<runtime::TensorMap>> Batches(const Tensor& x, int64_t size) {
   std::vector<runtime::TensorMap> batches;
-  for (int64_t b = 0; b < x.dim(0); b += size) batches.push_back({{"input", Rows(x, b, std::min(x.dim(0), b + size))}});
+  for (int64_t b = 0; b < x.dim(0); b += size) {
+    SEQTO_ASSIGN_OR_RETURN(Tensor rows, runners::SliceDim0(x, b, std::min(x.dim(0), b + size)));
+    batches.push_back({{"input", std::move(rows)}});
+  }
   return batches;
 }
 
-std::vector<int64_t> Top1(const Tensor& logits) {
-  std::vector<int64_t> out;
-  const int64_t n = logits.dim(0), c = logits.dim(1);
-  const float* p = logits.data<float>();
-  for (int64_t i = 0; i < n; ++i) out.push_back(std::max_element(p + i * c, p + (i + 1) * c) - (p + i * c));
-  return out;
+// Top-1 classes, the eval module's ranking rules (a failure is a test failure).
+std::vector<int64_t> Classes(const Tensor& logits) {
+  auto top1 = seqto::Top1(logits);
+  EXPECT_TRUE(top1.ok()) << top1.error().message;
+  return top1.ok() ? *top1 : std::vector<int64_t>{};
 }
 
 double Percent(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -72,7 +66,8 @@ Expected<Tensor> RunOn(const std::string& runner, const std::string& path, const
   runners::RunnerOptions options;
   options.threads = 1;
   SEQTO_ASSIGN_OR_RETURN(auto r, runners::MakeRunner(runner, options));
-  SEQTO_ASSIGN_OR_RETURN(auto out, r->Run(path, Batches(x, 250)));
+  SEQTO_ASSIGN_OR_RETURN(auto batches, Batches(x, 250));
+  SEQTO_ASSIGN_OR_RETURN(auto out, r->Run(path, batches));
   auto it = out.find("logits");
   if (it == out.end()) return UserError(runner + ": no output 'logits'");
   return it->second;
@@ -99,10 +94,11 @@ TEST_P(BiasCorrectionInterop, OnnxRuntimeAgreesWithSeqto) {
   auto eval = Load("t10k-images-idx3-ubyte.gz", n, 1);
   auto calib = Load("train-images-idx3-ubyte.gz", 256, 2);
   ASSERT_TRUE(eval.ok() && calib.ok());
-  const std::vector<runtime::TensorMap> calib_batches = Batches(calib->x, 16);
+  auto calib_batches = Batches(calib->x, 16);
+  ASSERT_TRUE(calib_batches.ok()) << calib_batches.error().message;
   quant::BatchList list;
-  list.num_batches = calib_batches.size();
-  list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return calib_batches[i]; };
+  list.num_batches = calib_batches->size();
+  list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return (*calib_batches)[i]; };
 
   const std::string name = GetParam();
   auto model = onnxio::LoadModel(std::string(SEQTO_SOURCE_DIR) + "/examples/fashion-mnist/" + name + ".onnx");
@@ -126,8 +122,8 @@ TEST_P(BiasCorrectionInterop, OnnxRuntimeAgreesWithSeqto) {
     ASSERT_TRUE(tensors.ok()) << tensors.error().message;
     size_t next = 0;
     quant::BatchSource source = [&](runtime::TensorMap& feeds) -> Expected<bool> {
-      if (next >= calib_batches.size()) return false;
-      feeds = calib_batches[next++];
+      if (next >= calib_batches->size()) return false;
+      feeds = (*calib_batches)[next++];
       return true;
     };
     auto stats = quant::Calibrate(*rewritten, *tensors, source, o.calibration_options, 1);
@@ -157,7 +153,7 @@ TEST_P(BiasCorrectionInterop, OnnxRuntimeAgreesWithSeqto) {
     ASSERT_TRUE(plain_out.ok()) << plain_out.error().message;
     ASSERT_TRUE(ours.ok()) << ours.error().message;
     ASSERT_TRUE(theirs.ok()) << theirs.error().message;
-    const auto f = Top1(*float_out), p = Top1(*plain_out), a = Top1(*ours), b = Top1(*theirs);
+    const auto f = Classes(*float_out), p = Classes(*plain_out), a = Classes(*ours), b = Classes(*theirs);
     std::printf(
         "[%s %s] top-1: float %.2f%%, quantized %.2f%%, bias-corrected %.2f%% (ORT %.2f%%); agreement with float "
         "%.2f%% -> %.2f%%; ORT agrees with seqto on %.2f%%\n",
