@@ -30,6 +30,16 @@ nlohmann::json RecoveryRecord(const fs::path& model) {
   return nlohmann::json::parse(m->metadata.at("seqto.recovery"));
 }
 
+// `seqto quantize` with `extra` flags fails with one error line holding `parts`, and
+// writes no model.
+void ExpectQuantizeError(const fs::path& out, const std::vector<std::string>& extra,
+                         const std::vector<std::string>& parts) {
+  std::vector<std::string> args = QuantizeArgs(out);
+  args.insert(args.end(), extra.begin(), extra.end());
+  cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(RecoverCli, EqualizationRunsAndIsRecordedInTheModel) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "cle.onnx", json = dir / "q.json";
@@ -87,10 +97,7 @@ TEST(RecoverCli, BadSpecsAreOneClearError) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "bad.onnx";
   auto expect_error = [&](const std::vector<std::string>& extra, const std::vector<std::string>& parts) {
-    std::vector<std::string> args = QuantizeArgs(out);
-    args.insert(args.end(), extra.begin(), extra.end());
-    cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
-    EXPECT_FALSE(fs::exists(out));
+    ExpectQuantizeError(out, extra, parts);
   };
   expect_error({"--recover", "magic"}, {"unknown recovery technique 'magic'", "cle"});
   expect_error({"--recover", "cle:speed=3"}, {"unknown option 'speed'", "relu6"});
@@ -147,10 +154,7 @@ TEST(RecoverCli, AdaRoundBadOptionsAreOneClearError) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "bad.onnx";
   auto expect_error = [&](const std::vector<std::string>& extra, const std::vector<std::string>& parts) {
-    std::vector<std::string> args = QuantizeArgs(out);
-    args.insert(args.end(), extra.begin(), extra.end());
-    cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
-    EXPECT_FALSE(fs::exists(out));
+    ExpectQuantizeError(out, extra, parts);
   };
   expect_error({"--recover", "adaround:iterations=0"}, {"adaround.iterations", "outside [1, "});
   expect_error({"--recover", "adaround:iterations=10.5"}, {"iterations", "integer"});
