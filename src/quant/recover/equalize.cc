@@ -40,6 +40,7 @@
 #include <map>
 #include <set>
 
+#include "quant/analysis/incremental.h"
 #include "quant/recover/technique.h"
 #include "runtime/session.h"
 
@@ -358,23 +359,15 @@ Expected<double> OutputSqnr(const ir::Model& original, const ir::Model& changed,
   so.threads = ctx.threads;
   SEQTO_ASSIGN_OR_RETURN(auto s0, runtime::Session::Create(original, so));
   SEQTO_ASSIGN_OR_RETURN(auto s1, runtime::Session::Create(changed, so));
-  double signal = 0, noise = 0;
+  LossSums sums;  // the analysis's output loss sums, so both measure alike
   for (size_t i = 0; i < ctx.calibration->num_batches; ++i) {
     SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap feeds, ctx.calibration->get(i));
     SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap y0, s0->Run(feeds));
     SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap y1, s1->Run(feeds));
-    for (const auto& [name, r] : y0) {
-      auto it = y1.find(name);
-      if (it == y1.end() || r.dtype() != DType::kFloat32 || it->second.numel() != r.numel()) continue;
-      const float *x = r.data<float>(), *y = it->second.data<float>();
-      for (int64_t k = 0; k < r.numel(); ++k) {
-        signal += double(x[k]) * x[k];
-        noise += (double(x[k]) - y[k]) * (double(x[k]) - y[k]);
-      }
-    }
+    sums.Add(y0, y1);
   }
-  if (noise == 0) return INFINITY;
-  return 10.0 * std::log10(signal / noise);
+  if (sums.noise == 0) return INFINITY;
+  return 10.0 * std::log10(sums.signal / sums.noise);
 }
 
 Expected<ir::Model> Equalize(const ir::Model& prepared, const RecoverySpec& spec, const RecoveryContext& ctx,
