@@ -1,18 +1,31 @@
 // com.seqto.QLinearAdd and QLinearMul: the sum (product) of two quantized tensors,
-// requantized, with ONNX
-// Runtime's com.microsoft.QLinearAdd inputs: A, a_scale, a_zero_point, B, b_scale,
-// b_zero_point, y_scale, y_zero_point (scales and zero points scalars; zero points
-// optional; A, B uint8/int8, broadcasting as numpy; Y has y_zero_point's type, else
-// A's). Attributes y_min / y_max: the clamp of a fused activation (fused_util.h).
-// What the QDQ fusion pass makes of  DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q(y).
-//   Y = clamp(round((float(A - a_zp) * a_scale + float(B - b_zp) * b_scale) / y_scale) + y_zp)
-// (QLinearMul: the product of the two dequantized values instead of their sum; the
-// gates of squeeze-excitation blocks, HardSwish's x * HardSigmoid(x)).
-// computed with exactly the float32 operations of the unfused DequantizeLinear, Add
-// and QuantizeLinear kernels (product, sum, quotient, round half to even), so the
-// result equals the unfused graph's bit for bit; what it saves is two float tensors
-// written and read back. (Build without FMA contraction, as the rest of ops/quant.)
+// requantized, with ONNX Runtime's com.microsoft.QLinearAdd inputs: A, a_scale,
+// a_zero_point, B, b_scale, b_zero_point, y_scale, y_zero_point (scales and zero
+// points scalars; zero points optional; A, B uint8/int8, broadcasting as numpy; Y has
+// y_zero_point's type, else A's). Attributes y_min / y_max: the clamp of a fused
+// activation (fused_util.h). What the QDQ fusion pass makes of
+//   DQ(a), DQ(b) -> Add | Mul -> [Relu | Clip] -> Q(y).
+//
+// QLinearAdd computes as ONNX Runtime's QLinearAdd does (MLAS, the x86 AVX2 kernel),
+// because ONNX Runtime makes the same fusion of the same QDQ graph and is where most
+// users deploy: seqto's accuracy of a quantized model should be the accuracy they get
+// there. MLAS folds the scales into two ratios and the zero points into one constant,
+//   ra = a_scale / y_scale,  rb = b_scale / y_scale,
+//   fixed = y_zp - fma(ra, a_zp, rb * b_zp),
+//   Y = clamp(round_half_even(fma(A, ra, fma(B, rb, fixed)))),
+// with A and B swapped (operands and parameters) where A is the broadcast scalar of
+// each span. The float QDQ graph, round((DQ(A) + DQ(B)) / y_scale) + y_zp, gives the
+// same integers except near .5 ties, where either may be one quantum off exact
+// arithmetic; MobileNetV2 quantized to 8 bits amplifies those into a 5-7% top-1
+// disagreement between the two (docs/design.md, section 2), so seqto follows the
+// runtime rather than the graph. tests/interop/qdq_rounding_interop_test.cc checks
+// this formula against ONNX Runtime over every pair of 8-bit inputs.
+// QLinearMul computes the float QDQ graph's operations exactly (the product of the two
+// dequantized values, divided by y_scale, rounded half to even, plus y_zp).
+// (Built without FMA contraction, as the rest of ops/quant: the fmas above are
+// explicit, so every ISA path gives the same integers.)
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 #include <vector>
 
@@ -31,6 +44,20 @@ struct AddParams {
   float sa, sb, sy;
   int32_t za, zb, zy;
   float lo, hi;  // QuantizeClamped's bounds for Y
+
+  // QLinearAdd as ONNX Runtime computes it (the file's comment): the scale ratios and
+  // the folded constant, with B the inner term, or A where A is a span's scalar
+  // (`swapped`).
+  struct OrtSum {
+    float ra, rb, fixed_b_inner, fixed_a_inner;
+  } ort;
+  void FoldForOrt() {
+    ort.ra = sa / sy;
+    ort.rb = sb / sy;
+    const float fa = static_cast<float>(za), fb = static_cast<float>(zb), fy = static_cast<float>(zy);
+    ort.fixed_b_inner = fy - std::fma(ort.ra, fa, ort.rb * fb);
+    ort.fixed_a_inner = fy - std::fma(ort.rb, fb, ort.ra * fa);
+  }
 };
 
 // Y[i] for A[a_off + i * a_step], B[b_off + i * b_step], i in [0, n): the parameters
@@ -43,7 +70,7 @@ constexpr int64_t kAny = -1;
 
 template <int64_t kAStep, int64_t kBStep, typename A, typename B, typename Y>
 SEQTO_WIDE_CLONES_EXACT void AddRow(const A* pa, int64_t a_step, const B* pb, int64_t b_step, Y* py, int64_t n,
-                                    const AddParams& p) {
+                                    const AddParams& p, bool swapped) {
   const float sa = p.sa, sb = p.sb, sy = p.sy, lo = p.lo, hi = p.hi;
   const int32_t za = p.za, zb = p.zb, zy = p.zy;
   if constexpr (kAStep != kAny) a_step = kAStep;
@@ -58,24 +85,40 @@ SEQTO_WIDE_CLONES_EXACT void AddRow(const A* pa, int64_t a_step, const B* pb, in
     }
     return;
   }
+  // Y's bounds with the zero point inside (the sum below includes it).
+  const float ylo = lo + static_cast<float>(zy), yhi = hi + static_cast<float>(zy);
+  const float ra = p.ort.ra, rb = p.ort.rb;
+  if (swapped) {
+    const float fixed = p.ort.fixed_a_inner;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float v =
+          std::fma(static_cast<float>(pb[i * b_step]), rb, std::fma(static_cast<float>(pa[i * a_step]), ra, fixed));
+      py[i] = static_cast<Y>(quant::QuantizeClamped(v, ylo, yhi, 0));
+    }
+    return;
+  }
+  const float fixed = p.ort.fixed_b_inner;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const float fa = static_cast<float>(static_cast<int32_t>(pa[i * a_step]) - za) * sa;
-    const float fb = static_cast<float>(static_cast<int32_t>(pb[i * b_step]) - zb) * sb;
-    py[i] = static_cast<Y>(quant::QuantizeClamped((fa + fb) / sy, lo, hi, zy));
+    const float v =
+        std::fma(static_cast<float>(pa[i * a_step]), ra, std::fma(static_cast<float>(pb[i * b_step]), rb, fixed));
+    py[i] = static_cast<Y>(quant::QuantizeClamped(v, ylo, yhi, 0));
   }
 }
 
 template <typename A, typename B, typename Y>
 void AddAnyRow(const A* pa, int64_t as, const B* pb, int64_t bs, Y* py, int64_t n, const AddParams& p) {
+  // A constant along the row while B varies: A is the span's scalar (ORT's order).
+  const bool swapped = as == 0 && bs != 0;
   if (as == 1 && bs == 1)
-    AddRow<1, 1>(pa, as, pb, bs, py, n, p);
+    AddRow<1, 1>(pa, as, pb, bs, py, n, p, false);
   else if (as == 1 && bs == 0)
-    AddRow<1, 0>(pa, as, pb, bs, py, n, p);
+    AddRow<1, 0>(pa, as, pb, bs, py, n, p, false);
   else if (as == 0 && bs == 1)
-    AddRow<0, 1>(pa, as, pb, bs, py, n, p);
+    AddRow<0, 1>(pa, as, pb, bs, py, n, p, true);
   else
-    AddRow<kAny, kAny>(pa, as, pb, bs, py, n, p);
+    AddRow<kAny, kAny>(pa, as, pb, bs, py, n, p, swapped);
 }
 
 // How many elements of Y's flat index an operand takes to repeat itself: its
@@ -115,15 +158,19 @@ bool AddRepeating(const A* pa, const B* pb, Y* py, const AddParams& p, const Bro
     ParallelFor((n + block - 1) / block, block * 4, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t off = r * block;
-        AddRow<1, 1>(pa + off, 1, tb.data(), 1, py + off, std::min(block, n - off), p);
+        AddRow<1, 1>(pa + off, 1, tb.data(), 1, py + off, std::min(block, n - off), p, false);
       }
     });
   } else {
+    // A repeats: ONNX Runtime (NCHW) sees it as each span's scalar when it is one
+    // value, or one value per channel of a 4-D tensor ([1, C, 1, 1], here
+    // channels-last [1, 1, 1, C]); a row of the last dim is a vector there too.
+    const bool swapped = period == 1 || (plan.out_shape.size() == 4 && period == plan.out_shape[3]);
     const auto ta = tile(pa);
     ParallelFor((n + block - 1) / block, block * 4, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t off = r * block;
-        AddRow<1, 1>(ta.data(), 1, pb + off, 1, py + off, std::min(block, n - off), p);
+        AddRow<1, 1>(ta.data(), 1, pb + off, 1, py + off, std::min(block, n - off), p, swapped);
       }
     });
   }
@@ -137,7 +184,8 @@ void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, 
   Y* py = y.data<Y>();
   if (a.shape() == b.shape()) {
     ParallelFor(y.numel(), 4, [&](int64_t begin, int64_t end) {
-      AddRow<1, 1>(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p);
+      // One element each: ONNX Runtime's broadcaster takes A for a scalar.
+      AddRow<1, 1>(pa + begin, 1, pb + begin, 1, py + begin, end - begin, p, y.numel() == 1);
     });
     return;
   }
@@ -146,7 +194,7 @@ void AddKernel(const Tensor& a, const Tensor& b, Tensor& y, const AddParams& p, 
   const Shape& out = plan.out_shape;
   const int64_t rank = static_cast<int64_t>(out.size());
   if (rank == 0) {
-    AddRow<kAny, kAny>(pa, 0, pb, 0, py, 1, p);
+    AddRow<kAny, kAny>(pa, 0, pb, 0, py, 1, p, false);
     return;
   }
   const int64_t inner = out[rank - 1];
@@ -206,6 +254,7 @@ Expected<std::unique_ptr<Kernel>> MakeQLinearBinary(const KernelInit& init, bool
     const quant::ClampBounds bounds(clamp.Narrow(y_type), p.zy);
     p.lo = bounds.lo;
     p.hi = bounds.hi;
+    p.FoldForOrt();
     SEQTO_ASSIGN_OR_RETURN(BroadcastPlan plan, BroadcastPlan::Make(a.shape(), b.shape()));
     Tensor& y = ctx.Allocate(0, y_type, plan.out_shape);
     if (y.numel() == 0) return Status::Ok();
