@@ -1,10 +1,16 @@
 // seqto eval MODEL --data DATA [--labels F] [--classes F] [--preprocess SPEC] [--reference FLOAT_MODEL]
-//   [--samples K] [--seed S] [--batch B] [--threads T] [--save-predictions F.npy] [--json F]
+//   [--runner engine|ort] [--samples K] [--seed S] [--batch B] [--threads T] [--save-predictions F.npy]
+//   [--json F]
 //
 // Runs a model over a data set (or a seeded subset of it, the same for every model
 // given the same seed) one batch at a time and reports accuracy against labels,
 // agreement with a reference model, and latency per batch. Output 0 of the model
 // holds the class scores ([N, C], or [N, ...] flattened per sample).
+// The model runs on seqto's engine, or with --runner on another runner (ort: ONNX
+// Runtime), which takes the batches in chunks (one child process per chunk) and
+// times the first batch separately (runners::Runner::Latency). The reference always
+// runs on seqto's engine, so `eval Q.onnx --runner ort --reference Q.onnx` measures
+// how often ONNX Runtime and seqto agree on the same quantized model.
 //
 // JSON (--json): model, data, samples (evaluated), data_size, seed, batch, threads,
 // preprocess (canonical spec), labels (their source or null);
@@ -12,8 +18,9 @@
 // agreement.top1 (percent of samples whose top-1 class equals the reference's),
 // .top1_disagreement (100 - that), .top5_overlap (0..1), .kendall_tau (-1..1),
 // .sqnr_db, .kl_divergence (nats); latency_ms.mean|p50|p95|min|max|stddev|runs
-// (one model run per batch, after untimed warm-up runs of the first batch, the last
-// batch left out when smaller); wall_s.
+// (engine: one model run per batch, after untimed warm-up runs of the first batch, the
+// last batch left out when smaller; another runner: as many timed runs of the first
+// batch, inside the runner); runner; wall_s.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +29,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/common.h"
 #include "core/npy.h"
@@ -30,6 +38,7 @@
 #include "data/model_feed.h"
 #include "eval/metrics.h"
 #include "onnxio/model_io.h"
+#include "runners/runner.h"
 #include "runtime/session.h"
 
 namespace seqto::cli {
@@ -40,6 +49,7 @@ using Clock = std::chrono::steady_clock;
 
 struct EvalArgs {
   std::string model, data, labels, classes, preprocess, reference, predictions, json;
+  std::string runner = "engine";
   int64_t samples = 0;
   uint64_t seed = 0;
   int64_t batch = 32;
@@ -97,10 +107,9 @@ Expected<std::unique_ptr<runtime::Session>> OpenSession(const std::string& path,
   return std::move(*session);
 }
 
-// Output 0 of a run, checked to hold one row per sample.
-Expected<Tensor> Scores(const runtime::TensorMap& outputs, const runtime::Session& session, int64_t batch,
+// Output 0 (`name`) of a run, checked to hold one row per sample.
+Expected<Tensor> Scores(const runtime::TensorMap& outputs, const std::string& name, int64_t batch,
                         const std::string& path) {
-  const std::string& name = session.outputs()[0].name;
   auto it = outputs.find(name);
   if (it == outputs.end()) return InternalError(path + ": output '" + name + "' missing from the run");
   const Tensor& t = it->second;
@@ -115,15 +124,36 @@ int RunEval(const EvalArgs& a) {
   auto fail = [](const Error& e) { return ReportError("eval", e); };
   auto spec = data::ParsePreprocessSpec(a.preprocess);
   if (!spec) return fail(std::move(spec).WithContext("--preprocess").error());
-  auto session = OpenSession(a.model, a.threads);
-  if (!session) return fail(session.error());
+  // The evaluated model: a session on seqto's engine, or another runner.
+  std::unique_ptr<runtime::Session> session;
+  std::unique_ptr<runners::Runner> runner;
+  std::vector<ir::ValueInfo> inputs;
+  std::string output0;
+  if (a.runner == "engine") {
+    auto s = OpenSession(a.model, a.threads);
+    if (!s) return fail(s.error());
+    session = std::move(*s);
+    inputs = session->inputs();
+    output0 = session->outputs()[0].name;
+  } else {
+    runners::RunnerOptions ro;
+    ro.threads = a.threads;
+    auto r = runners::MakeRunner(a.runner, ro);
+    if (!r) return fail(std::move(r).WithContext("--runner").error());
+    runner = std::move(*r);
+    auto model = onnxio::LoadModel(a.model);
+    if (!model) return fail(model.error());
+    if (Status s = RequireOutputs(*model, a.model); !s.ok()) return fail(s.error());
+    for (const auto& in : model->graph.inputs)
+      if (!model->graph.initializers.count(in.name)) inputs.push_back(in);
+    output0 = model->graph.outputs[0].name;
+  }
   std::unique_ptr<runtime::Session> reference;
   if (!a.reference.empty()) {
     auto r = OpenSession(a.reference, a.threads);
     if (!r) return fail(std::move(r).WithContext("--reference").error());
     reference = std::move(*r);
   }
-  const auto& inputs = (*session)->inputs();
   if (inputs.empty()) return fail(UserError(a.model + ": the model has no inputs to feed"));
 
   data::FeedOptions options;
@@ -159,50 +189,100 @@ int RunEval(const EvalArgs& a) {
   std::vector<double> latencies;
   bool last_partial = false;
   Progress progress(iterator->num_samples());
+
+  // One batch's scores from the model: accuracy, agreement with the reference, top-1.
+  auto consume = [&](const data::Batch& batch, const Tensor& scores) -> Status {
+    if (ds->has_labels())
+      SEQTO_RETURN_IF_ERROR(
+          Status(accuracy.Add(scores, batch.labels)).WithContext("labels (" + ds->labels_source() + ")"));
+    if (reference) {
+      runtime::TensorMap ref_feeds;
+      for (const auto& [name, t] : batch.feeds) ref_feeds[to_ref[name]] = t;
+      auto ref_out = reference->Run(ref_feeds);
+      if (!ref_out) return std::move(ref_out).WithContext("--reference " + a.reference).error();
+      SEQTO_ASSIGN_OR_RETURN(
+          Tensor ref_scores,
+          Scores(*ref_out, reference->outputs()[0].name, batch.size(), a.reference).WithContext("--reference"));
+      SEQTO_RETURN_IF_ERROR(Status(agreement.Add(ref_scores, scores)).WithContext("--reference " + a.reference));
+    }
+    SEQTO_ASSIGN_OR_RETURN(std::vector<int64_t> top1, seqto::Top1(scores).WithContext(a.model));
+    predictions.insert(predictions.end(), top1.begin(), top1.end());
+    return Status::Ok();
+  };
+
+  // Another runner: batches gathered into chunks of about kChunkSamples, each run in
+  // one call (one ONNX Runtime process), its output split back into the batches.
+  constexpr int64_t kChunkSamples = 512;
+  std::vector<data::Batch> chunk;
+  int64_t chunk_samples = 0;
+  std::optional<runtime::TensorMap> first_feeds;
+  auto flush = [&]() -> Status {
+    if (chunk.empty()) return Status::Ok();
+    std::vector<runtime::TensorMap> feeds;
+    for (const auto& b : chunk) feeds.push_back(b.feeds);
+    auto out = runner->Run(a.model, feeds);
+    if (!out) return std::move(out).WithContext(a.model + " (runner " + a.runner + ")").error();
+    SEQTO_ASSIGN_OR_RETURN(Tensor all, Scores(*out, output0, chunk_samples, a.model));
+    int64_t row = 0;
+    for (const auto& b : chunk) {
+      SEQTO_ASSIGN_OR_RETURN(Tensor scores, runners::SliceDim0(all, row, row + b.size()));
+      row += b.size();
+      SEQTO_RETURN_IF_ERROR(consume(b, scores));
+    }
+    chunk.clear();
+    chunk_samples = 0;
+    return Status::Ok();
+  };
+
   data::Batch batch;
   bool first = true;
   while (true) {
     auto more = iterator->Next(batch);
     if (!more) return progress.Finish(), fail(more.error());
     if (!*more) break;
+    last_partial = batch.size() < a.batch;
+    if (runner) {
+      if (!first_feeds) first_feeds = batch.feeds;
+      chunk_samples += batch.size();
+      chunk.push_back(batch);
+      if (chunk_samples >= kChunkSamples)
+        if (Status s = flush(); !s.ok()) return progress.Finish(), fail(s.error());
+      progress.Update(iterator->samples_done());
+      continue;
+    }
     if (first)
       for (int w = 0; w < a.warmup; ++w) {  // untimed: first-run costs (allocation, packing) are not latency
-        auto out = (*session)->Run(batch.feeds);
+        auto out = session->Run(batch.feeds);
         if (!out) return progress.Finish(), fail(std::move(out).WithContext(a.model).error());
       }
     first = false;
     const auto t0 = Clock::now();
-    auto out = (*session)->Run(batch.feeds);
+    auto out = session->Run(batch.feeds);
     const auto t1 = Clock::now();
     if (!out) return progress.Finish(), fail(std::move(out).WithContext(a.model).error());
     latencies.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    last_partial = batch.size() < a.batch;
-    auto scores = Scores(*out, **session, batch.size(), a.model);
+    auto scores = Scores(*out, output0, batch.size(), a.model);
     if (!scores) return progress.Finish(), fail(scores.error());
-    if (ds->has_labels()) {
-      if (Status s = accuracy.Add(*scores, batch.labels); !s.ok())
-        return progress.Finish(), fail(std::move(s).WithContext("labels (" + ds->labels_source() + ")").error());
-    }
-    if (reference) {
-      runtime::TensorMap ref_feeds;
-      for (const auto& [name, t] : batch.feeds) ref_feeds[to_ref[name]] = t;
-      auto ref_out = reference->Run(ref_feeds);
-      if (!ref_out)
-        return progress.Finish(), fail(std::move(ref_out).WithContext("--reference " + a.reference).error());
-      auto ref_scores = Scores(*ref_out, *reference, batch.size(), a.reference);
-      if (!ref_scores) return progress.Finish(), fail(std::move(ref_scores).WithContext("--reference").error());
-      if (Status s = agreement.Add(*ref_scores, *scores); !s.ok())
-        return progress.Finish(), fail(std::move(s).WithContext("--reference " + a.reference).error());
-    }
-    auto top1 = seqto::Top1(*scores);
-    if (!top1) return progress.Finish(), fail(std::move(top1).WithContext(a.model).error());
-    predictions.insert(predictions.end(), top1->begin(), top1->end());
+    if (Status s = consume(batch, *scores); !s.ok()) return progress.Finish(), fail(s.error());
     progress.Update(iterator->samples_done());
   }
+  if (runner) {
+    if (Status s = flush(); !s.ok()) return progress.Finish(), fail(s.error());
+  }
   progress.Finish();
+  std::optional<LatencyStats> runner_latency;
+  if (runner && first_feeds) {
+    // Timed inside the runner, as many runs as the data has batches (at least 3).
+    runners::LatencyOptions lo;
+    lo.warmup = a.warmup;
+    lo.runs = static_cast<int>(std::max<int64_t>(3, (iterator->num_samples() + a.batch - 1) / a.batch));
+    auto lat = runner->Latency(a.model, *first_feeds, lo);
+    if (!lat) return fail(std::move(lat).WithContext(a.model + " (runner " + a.runner + ")").error());
+    runner_latency = *lat;
+  }
   // A smaller last batch would skew per-batch latency; leave it out when others exist.
   if (last_partial && latencies.size() > 1) latencies.pop_back();
-  const LatencyStats lat = Summarize(latencies);
+  const LatencyStats lat = runner_latency ? *runner_latency : Summarize(latencies);
   const int64_t n = static_cast<int64_t>(predictions.size());
 
   nlohmann::json j;
@@ -213,6 +293,7 @@ int RunEval(const EvalArgs& a) {
   j["data_size"] = ds->size();
   j["seed"] = a.seed;
   j["batch"] = a.batch;
+  j["runner"] = a.runner;
   j["threads"] = a.threads > 0 ? a.threads : NumThreads();
   j["preprocess"] = spec->ToString();
   j["labels"] = ds->has_labels() ? nlohmann::json(ds->labels_source()) : nlohmann::json(nullptr);
@@ -280,7 +361,11 @@ void AddEvalCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--preprocess", a->preprocess,
                   "key=value,...: resize=S|HxW, crop=S|HxW, scale=X, mean=A[:B:C], std=A[:B:C], "
                   "color=rgb|bgr|gray, layout=nchw|nhwc");
-  cmd->add_option("--reference", a->reference, "Reference (float) model: report agreement with its outputs");
+  cmd->add_option("--reference", a->reference,
+                  "Reference (float) model: report agreement with its outputs (it runs on seqto's engine)");
+  std::string runner_names;
+  for (const auto& n : runners::RunnerNames()) runner_names += (runner_names.empty() ? "" : ", ") + n;
+  cmd->add_option("--runner", a->runner, "What runs the model: " + runner_names + " (default engine)");
   cmd->add_option("--samples", a->samples, "Evaluate a seeded random subset of K samples (default: all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--seed", a->seed, "Seed of the subset (same seed, same samples)");

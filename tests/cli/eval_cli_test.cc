@@ -199,6 +199,52 @@ TEST_F(EvalCli, AgreementWithAReferenceModel) {
   EXPECT_EQ(other["accuracy"]["top1"], self["accuracy"]["top1"]);
 }
 
+TEST_F(EvalCli, OrtRunnerAgreesWithTheEngineOnAQuantizedModel) {
+  // The model quantized per tensor (its residual Adds fuse into QLinearAdd in both
+  // runtimes), run by ONNX Runtime and compared with seqto's engine on 1000 images:
+  // two chunks of batches for the ort runner (it takes up to 512 samples per call).
+  const fs::path dir = TempDir();
+  const std::string data = (kFashion / "t10k-images-idx3-ubyte.gz").string();
+  const std::string q = (dir / "q.onnx").string();
+  const std::vector<std::string> quantize = {"quantize",
+                                             (kExample / "mobilenetv2.onnx").string(),
+                                             "-o",
+                                             q,
+                                             "--calib-data",
+                                             data,
+                                             "--preprocess",
+                                             kSpec,
+                                             "--calib-samples",
+                                             "200"};
+  const Result r = RunSeqto(quantize, std::chrono::seconds(600));
+  ASSERT_EQ(r.exit_code, 0) << Describe(quantize, r);
+  const std::vector<std::string> common = {
+      q,           "--data",    data,      "--preprocess", kSpec,
+      "--samples", "1000",      "--batch", "64",           "--reference",
+      q,           "--threads", "1",       "--labels",     (kFashion / "t10k-labels-idx1-ubyte.gz").string()};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto engine = Eval(with({}), dir / "engine.json");
+  const auto ort = Eval(with({"--runner", "ort", "--save-predictions", (dir / "ort.npy").string()}), dir / "ort.json");
+  ASSERT_FALSE(engine.is_null());
+  ASSERT_FALSE(ort.is_null());
+  EXPECT_EQ(engine["runner"], "engine");
+  EXPECT_EQ(ort["runner"], "ort");
+  EXPECT_EQ(ort["samples"], 1000);
+  EXPECT_EQ(ort["agreement"]["top1"], 100.0) << "ONNX Runtime and seqto disagree on the quantized model";
+  EXPECT_GT(ort["agreement"]["sqnr_db"].get<double>(), 60.0);
+  EXPECT_EQ(ort["accuracy"]["top1"], engine["accuracy"]["top1"]);
+  EXPECT_EQ(Predictions(dir / "ort.npy").size(), 1000u);
+  EXPECT_GT(ort["latency_ms"]["p50"].get<double>(), 0.0);
+  EXPECT_GE(ort["latency_ms"]["runs"].get<int>(), 3);
+  std::vector<std::string> bad = with({"--runner", "tflite"});
+  bad.insert(bad.begin(), "eval");
+  ExpectUserError(bad, {"--runner", "tflite", "engine", "ort"});
+}
+
 TEST_F(EvalCli, SeededSubsetIsTheDocumentedOne) {
   const fs::path dir = TempDir();
   const std::string model = (kExample / "resnet.onnx").string();
@@ -294,8 +340,8 @@ TEST_F(EvalCli, BadInputIsOneErrorLine) {
 TEST_F(EvalCli, Help) {
   const Result r = RunSeqto({"eval", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* opt : {"--data", "--labels", "--preprocess", "--reference", "--samples", "--seed", "--batch",
-                          "--threads", "--save-predictions", "--json"})
+  for (const char* opt : {"--data", "--labels", "--preprocess", "--reference", "--runner", "--samples", "--seed",
+                          "--batch", "--threads", "--save-predictions", "--json"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
 }
 
