@@ -522,6 +522,7 @@ Expected<TuneConfig> ParseTuneConfig(const json& j, const std::string& config_pa
       c.warnings.push_back("search.threshold is negative (" + json(c.threshold).dump() +
                            "): a candidate meets it only by being more accurate than the float model, so the search "
                            "will likely run to its end (or to search.max_candidates)");
+    SEQTO_RETURN_IF_ERROR(sr.OneOf("loss", c.loss, {"accuracy", "disagreement"}));
     SEQTO_RETURN_IF_ERROR(sr.Integer("max_candidates", c.max_candidates, 0, 1 << 20));
     std::string fallback = "float";
     SEQTO_RETURN_IF_ERROR(sr.OneOf("fallback", fallback, FallbackNames()));
@@ -635,6 +636,7 @@ json TuneConfig::ToJson() const {
   j["worst_samples"] = worst_samples;
   j["search"] = {{"strategy", strategy},
                  {"threshold", threshold},
+                 {"loss", loss},
                  {"max_candidates", max_candidates},
                  {"fallback", FallbackName(fallback)}};
   if (ranker == "pareto")

@@ -55,7 +55,12 @@ struct TuneConfig {
   std::string ranker = "damage";
   size_t worst_samples = 0;  // sensitivity ranker: NNCF-style worst-sample subset
   std::string strategy = "linear";
-  double threshold = 1.0;     // accuracy loss in points
+  double threshold = 1.0;  // accuracy loss in points
+  // search.loss, what "accuracy loss" measures: "accuracy" (the drop of top-1 accuracy
+  // against the labels; top-1 disagreement with the float model where there are no
+  // labels) or "disagreement" (top-1 disagreement with the float model, labels or not:
+  // for users who need the quantized model to predict what the float one does).
+  std::string loss = "accuracy";
   size_t max_candidates = 0;  // 0: no limit
   quant::Fallback fallback = quant::Fallback::kFloat;
   // search.cost (ranker `pareto` only): weights of the latency and size costs of

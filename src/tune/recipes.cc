@@ -147,10 +147,11 @@ class RecipeTrial {
       SEQTO_RETURN_IF_ERROR(acc.Add(out, ranking_.labels));
       SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics acc_m, acc.Result());
       metrics["accuracy_top1"] = acc_m.top1;
-      metrics["accuracy_loss"] = float_top1_ - acc_m.top1;
-    } else {
-      metrics["accuracy_loss"] = am.top1_disagreement;
     }
+    // As the sweep measures it (search.loss), on the ranking samples.
+    metrics["accuracy_loss"] = !ranking_.labels.empty() && run_.config.loss == "accuracy"
+                                   ? float_top1_ - metrics["accuracy_top1"].get<double>()
+                                   : am.top1_disagreement;
     Tried t;
     t.recipe = recipe;
     t.record = record;

@@ -249,9 +249,9 @@ Status LoadData(TuneRun& run) {
   run.Say("loading data");
   SEQTO_ASSIGN_OR_RETURN(
       run.eval, LoadSamples(run.eval_data, split.eval, run.prepared.graph.inputs, config.batch_size, "evaluation"));
-  run.Say(
-      "evaluation data: " + std::to_string(run.eval.samples) + " samples of " + run.eval.description +
-      (run.has_labels() ? " (labelled)" : " (no labels: accuracy loss is top-1 disagreement with the float model)"));
+  run.Say("evaluation data: " + std::to_string(run.eval.samples) + " samples of " + run.eval.description +
+          (run.has_labels() ? " (labelled)" : " (no labels)") +
+          (run.loss_from_labels() ? "" : ": accuracy loss is top-1 disagreement with the float model"));
   return Status::Ok();
 }
 
@@ -582,10 +582,9 @@ Expected<Cycle> MeasureCandidate(TuneRun& run, size_t k) {
     SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics m, acc.Result());
     metrics["accuracy_top1"] = m.top1;
     metrics["accuracy_top5"] = m.top5;
-    metrics["accuracy_loss"] = run.float_top1 - m.top1;
-  } else {
-    metrics["accuracy_loss"] = am.top1_disagreement;
   }
+  metrics["accuracy_loss"] =
+      run.loss_from_labels() ? run.float_top1 - metrics["accuracy_top1"].get<double>() : am.top1_disagreement;
   json j = {{"index", k},
             {"excluded", excluded},
             {"model_file", model_file},

@@ -82,6 +82,9 @@ struct TuneRun {
   nlohmann::json data_json;     // report.json's settings.data: what each set uses
   LoadedSet eval;               // the evaluation samples
   bool has_labels() const { return !eval.labels.empty(); }
+  // Whether accuracy loss is the drop of labelled top-1 accuracy (else top-1
+  // disagreement with the float model): search.loss and the data decide.
+  bool loss_from_labels() const { return has_labels() && config.loss == "accuracy"; }
 
   // recipes (Recipes)
   quant::QuantOptions quant_options;  // config.quantization, with the chosen recipe's techniques

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -186,6 +187,30 @@ TEST(TuneCli, KilledRunsResumeToTheSameReport) {
   EXPECT_EQ(again["stage_seconds"]["reused"], json({"calibration", "analysis", "baseline"}));
   EXPECT_EQ(again["stage_seconds"]["per_candidate"], json::array());
   EXPECT_EQ(Stable(again), Stable(resumed));
+}
+
+TEST(TuneCli, DisagreementLossIgnoresTheLabels) {
+  // search.loss "disagreement": with labels, the loss is still the share of images
+  // whose top-1 changes from the float model's (accuracy is reported beside it).
+  const fs::path dir = TempDir(), run = dir / "run";
+  json c = Config(run);
+  c["search"]["max_candidates"] = 3;
+  c["search"]["loss"] = "disagreement";
+  std::ofstream(dir / "tune.json") << c.dump(2);
+  ASSERT_EQ(WaitExit(SpawnTune({"tune", (dir / "tune.json").string(), "-q"}, dir), std::chrono::seconds(600)), 0)
+      << ReadFile(dir / "stderr");
+  const json report = json::parse(ReadFile(run / "report.json"));
+  ASSERT_EQ(report["cycles"].size(), 3u);
+  EXPECT_EQ(report["settings"]["config"]["search"]["loss"], "disagreement");
+  bool differs_from_label_loss = false;
+  for (const auto& cycle : report["cycles"]) {
+    const json& m = cycle["metrics"];
+    EXPECT_EQ(m["accuracy_loss"], m["top1_disagreement"]);
+    ASSERT_TRUE(m.contains("accuracy_top1"));
+    const double label_loss = report["baseline"]["accuracy"]["top1"].get<double>() - m["accuracy_top1"].get<double>();
+    differs_from_label_loss |= std::abs(label_loss - m["accuracy_loss"].get<double>()) > 1e-9;
+  }
+  EXPECT_TRUE(differs_from_label_loss) << "the two losses coincide on every cycle: the test shows nothing";
 }
 
 TEST(TuneCli, EngineAndOrtRunnersGiveTheSameAccuracy) {

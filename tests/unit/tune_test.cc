@@ -244,6 +244,7 @@ TEST(TuneConfig, EveryEnumeratedValueIsCheckedAgainstItsRegistry) {
       {[](json& j) { j["ranker"] = "bogus"; }, "ranker", rankers},
       {[](json& j) { j["search"]["strategy"] = "bogus"; }, "search.strategy", SearchStrategyNames()},
       {[](json& j) { j["search"]["fallback"] = "bogus"; }, "search.fallback", FallbackNames()},
+      {[](json& j) { j["search"]["loss"] = "bogus"; }, "search.loss", {"accuracy", "disagreement"}},
       {[](json& j) { j["runner"] = "bogus"; }, "runner", runners::RunnerNames()},
       {[](json& j) {
          j["objectives"] = {"size_bytes", "bogus"};
@@ -454,6 +455,7 @@ TEST(TuneConfig, ResumeCheckNamesEachChangedSetting) {
       {[](json& j) { j["search"]["threshold"] = 0.5; }, "search.threshold"},
       {[](json& j) { j["search"]["max_candidates"] = 3; }, "search.max_candidates"},
       {[](json& j) { j["search"]["fallback"] = "int16"; }, "search.fallback"},
+      {[](json& j) { j["search"]["loss"] = "disagreement"; }, "search.loss"},
       {[](json& j) { j["objectives"] = {"accuracy_loss"}; }, "objectives: "},
       {[](json& j) { j["runner"] = "ort"; }, "runner"},
       {[](json& j) { j["threads"] = 2; }, "threads"},
