@@ -45,7 +45,7 @@ namespace {
 
 constexpr double kTiny = 1e-5;  // max|A_j| and max|W_j| below this count as this
 constexpr double kMinScale = 1e-4, kMaxScale = 1e4;
-constexpr double kAlphaStep = 0.05;
+constexpr int kAlphaSteps = 20;  // the search's grid: 0, 0.05, ..., 1
 constexpr int64_t kSearchRows = 2048;
 
 bool OnnxOp(const ir::Node& n, const char* op) {
@@ -376,8 +376,8 @@ Expected<double> SearchAlpha(const Observed& seen, const std::vector<std::vector
   wo.reduce_range = o.reduce_range && o.per_channel;  // as the quantizer: per-channel weights only
   wo.power_of_two = o.power_of_two;
   double best_alpha = 0.5, best = INFINITY;
-  for (int step = 0; step * kAlphaStep <= 1.0 + 1e-9; ++step) {
-    const double alpha = step * kAlphaStep;
+  for (int step = 0; step <= kAlphaSteps; ++step) {
+    const double alpha = step / double(kAlphaSteps);
     const std::vector<double> s = Scales(seen.absmax, wmax, alpha);
     double lo = 0, hi = 0;
     for (int64_t j = 0; j < k; ++j) lo = std::min(lo, seen.lo[j] / s[j]), hi = std::max(hi, seen.hi[j] / s[j]);
