@@ -254,7 +254,9 @@ Status ParseOverride(const json& v, const std::string& key_path, quant::TensorOv
 // Neural Compressor spells the search: alpha_search), SmoothQuantFolding (bool).
 // `enabled` stays unset when SmoothQuant is absent.
 Status ParseSmoothQuant(ObjectReader& e, std::optional<bool>& enabled, quant::RecoverySpec& spec) {
+  // Every option set, so the writer's keys read back to the same spec.
   spec.name = "smooth_quant";
+  spec.options = {{"alpha", 0.5}, {"alpha_search", 0}, {"folding", 1}};
   if (e.has("SmoothQuant")) {
     bool b = false;
     SEQTO_RETURN_IF_ERROR(e.Bool("SmoothQuant", b));
@@ -265,6 +267,7 @@ Status ParseSmoothQuant(ObjectReader& e, std::optional<bool>& enabled, quant::Re
   if (const json* a = e.Object("SmoothQuantAlpha")) {
     if (a->is_string() && a->get<std::string>() == "auto") {
       spec.options["alpha_search"] = 1;
+      spec.options.erase("alpha");  // unused, and not written
     } else if (a->is_number() && a->get<double>() >= 0 && a->get<double>() <= 1) {
       spec.options["alpha"] = a->get<double>();
     } else {

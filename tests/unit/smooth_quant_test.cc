@@ -12,6 +12,7 @@
 #include "quant/recover/recover.h"
 #include "runtime/session.h"
 #include "support/test_models.h"
+#include "tune/config.h"
 
 namespace seqto::quant::recover {
 namespace {
@@ -301,6 +302,41 @@ TEST(SmoothQuant, BadOptionsAreOneClearError) {
   ASSERT_FALSE(folding.ok());
   EXPECT_NE(folding.error().message.find("folding: expected true or false"), std::string::npos)
       << folding.error().message;
+}
+
+// ORT's extra options are the technique, and the config writer gives them back as
+// ORT's keys (not in quantization.recovery), so a written config reads the same.
+TEST(SmoothQuant, OrtExtraOptionsRoundTrip) {
+  const json config = {
+      {"extra_options", {{"SmoothQuant", true}, {"SmoothQuantAlpha", 0.3}, {"SmoothQuantFolding", false}}},
+      {"recovery", {"cle"}}};
+  auto o = tune::ParseQuantOptionsJson(config, "quantization");
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  ASSERT_EQ(o->recovery.size(), 2u);
+  EXPECT_EQ(o->recovery[1].name, "smooth_quant");
+  EXPECT_EQ(OptionValue(o->recovery[1], "alpha"), 0.3);
+  EXPECT_EQ(OptionValue(o->recovery[1], "folding"), 0.0);
+  const json written = tune::QuantOptionsToJson(*o);
+  EXPECT_EQ(written["extra_options"].value("SmoothQuant", false), true) << written;
+  EXPECT_EQ(written["extra_options"].value("SmoothQuantAlpha", 0.0), 0.3) << written;
+  ASSERT_EQ(written["recovery"].size(), 1u) << written;
+  auto again = tune::ParseQuantOptionsJson(written, "quantization");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(tune::QuantOptionsToJson(*again), written);
+  EXPECT_TRUE(again->recovery.back() == o->recovery.back());
+  // "auto" is the alpha search; without SmoothQuant nothing is written.
+  auto search =
+      tune::ParseQuantOptionsJson({{"extra_options", {{"SmoothQuant", true}, {"SmoothQuantAlpha", "auto"}}}}, "q");
+  ASSERT_TRUE(search.ok()) << search.error().message;
+  EXPECT_EQ(OptionValue(search->recovery.at(0), "alpha_search"), 1.0);
+  EXPECT_EQ(tune::QuantOptionsToJson(*search)["extra_options"]["SmoothQuantAlpha"], "auto");
+  auto search_again = tune::ParseQuantOptionsJson(tune::QuantOptionsToJson(*search), "q");
+  ASSERT_TRUE(search_again.ok());
+  EXPECT_TRUE(*search_again == *search);
+  EXPECT_FALSE(tune::QuantOptionsToJson(QuantOptions{})["extra_options"].contains("SmoothQuant"));
+  auto off = tune::ParseQuantOptionsJson({{"extra_options", {{"SmoothQuant", false}}}}, "q");
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->recovery.empty());
 }
 
 }  // namespace
