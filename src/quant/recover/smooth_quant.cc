@@ -27,6 +27,8 @@
 // fake-quantized MatMul outputs (activation per tensor from the calibration range of
 // A / s, weights as the options quantize them) are closest to the float outputs on up
 // to 2048 sampled rows of A (relative squared error summed over the group's MatMuls).
+#include <oneapi/dnnl/dnnl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -330,18 +332,12 @@ std::vector<double> Scales(const std::vector<double>& amax, const std::vector<do
   return s;
 }
 
-// x [rows, k] times w [k, n].
-std::vector<float> MatMul(const std::vector<float>& x, const std::vector<float>& w, int64_t k, int64_t n) {
+// x [rows, k] times w [k, n] (oneDNN's row-major sgemm).
+Expected<std::vector<float>> MatMul(const std::vector<float>& x, const std::vector<float>& w, int64_t k, int64_t n) {
   const int64_t rows = static_cast<int64_t>(x.size()) / k;
   std::vector<float> y(rows * n, 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < k; ++j) {
-      const float a = x[r * k + j];
-      if (a == 0) continue;
-      const float* wr = &w[j * n];
-      float* yr = &y[r * n];
-      for (int64_t c = 0; c < n; ++c) yr[c] += a * wr[c];
-    }
+  if (dnnl_sgemm('N', 'N', rows, n, k, 1.0f, x.data(), k, w.data(), n, 0.0f, y.data(), n) != dnnl_success)
+    return InternalError("oneDNN sgemm failed");
   return y;
 }
 
@@ -361,7 +357,8 @@ Expected<double> SearchAlpha(const Observed& seen, const std::vector<std::vector
   std::vector<std::vector<float>> reference;
   std::vector<double> signal;
   for (size_t c = 0; c < weights.size(); ++c) {
-    reference.push_back(MatMul(seen.rows, weights[c], k, widths[c]));
+    SEQTO_ASSIGN_OR_RETURN(std::vector<float> y, MatMul(seen.rows, weights[c], k, widths[c]));
+    reference.push_back(std::move(y));
     double e = 0;
     for (float v : reference.back()) e += double(v) * v;
     signal.push_back(std::max(e, 1e-30));
@@ -401,7 +398,7 @@ Expected<double> SearchAlpha(const Observed& seen, const std::vector<std::vector
           QuantParams wp,
           ComputeWeightParams(wt, wo, o.per_channel ? std::optional<int64_t>(1) : std::nullopt, "smooth_quant weight"));
       SEQTO_ASSIGN_OR_RETURN(w, FakeQuantize(std::move(w), {k, n}, wp));
-      const std::vector<float> y = MatMul(x, w, k, n);
+      SEQTO_ASSIGN_OR_RETURN(const std::vector<float> y, MatMul(x, w, k, n));
       double e = 0;
       for (size_t i = 0; i < y.size(); ++i) e += (double(y[i]) - reference[c][i]) * (double(y[i]) - reference[c][i]);
       loss += e / signal[c];
