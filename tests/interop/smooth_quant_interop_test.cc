@@ -4,7 +4,7 @@
 // LLMs' activations have), reading Fashion-MNIST images as 28 tokens of 28 pixels.
 // Static per-tensor uint8/int8 MinMax quantization, calibrated on 100 training images,
 // measured on 200 test images against the float model (output SQNR, top-1
-// agreement): none, smooth_quant (alpha 0.5) and its alpha search. SmoothQuant must
+// agreement): none, smooth_quant (alpha 0.5), its alpha search, and without folding. SmoothQuant must
 // gain a clear margin of SQNR, and the smoothed QDQ models must be plain ONNX that
 // ONNX Runtime runs with the same top-1 as seqto (docs/design.md, SmoothQuant).
 #include <gtest/gtest.h>
@@ -120,7 +120,8 @@ TEST(SmoothQuantInterop, OutlierTransformerGainsAndOnnxRuntimeAgrees) {
   ASSERT_TRUE(float_out.ok()) << float_out.error().message;
 
   std::map<std::string, double> sqnr;
-  for (const std::string recover : {"", "smooth_quant", "smooth_quant:alpha_search=true"}) {
+  for (const std::string recover :
+       {"", "smooth_quant", "smooth_quant:alpha_search=true", "smooth_quant:folding=false"}) {
     SCOPED_TRACE(recover.empty() ? "none" : recover);
     nlohmann::json record;
     auto q = Quantize(model, recover, *calib, record);
@@ -144,13 +145,17 @@ TEST(SmoothQuantInterop, OutlierTransformerGainsAndOnnxRuntimeAgrees) {
     if (!recover.empty()) {
       const auto& r = record.at(0).at("result");
       // The LayerNorm and the FFN's Relu fold; the embedding (graph input) and the
-      // classifier (after ReduceMean) get a Mul.
+      // classifier (after ReduceMean) get a Mul; without folding all four do.
+      const bool folding = recover.find("folding=false") == std::string::npos;
       EXPECT_EQ(r.value("groups", 0), 4) << r;
-      EXPECT_EQ(r.value("folded", 0), 2) << r;
+      EXPECT_EQ(r.value("folded", -1), folding ? 2 : 0) << r;
+      EXPECT_EQ(r.value("inserted_muls", -1), folding ? 2 : 4) << r;
     }
   }
   EXPECT_GT(sqnr["smooth_quant"], sqnr[""] + 6.0);
   EXPECT_GT(sqnr["smooth_quant:alpha_search=true"], sqnr[""] + 6.0);
+  // The gain is the folds': a Mul quantized on A's own grid first keeps none of it.
+  EXPECT_GT(sqnr["smooth_quant"], sqnr["smooth_quant:folding=false"] + 6.0);
 }
 
 }  // namespace
