@@ -280,6 +280,9 @@ TEST(SmoothQuant, NothingToDoWithoutMatMulAndNeedsData) {
   QuantOptions convs_only;
   convs_only.op_types_to_quantize = {"Conv"};
   EXPECT_FALSE(t->applies(LayerNormModel(rng), convs_only));
+  QuantOptions excluded;
+  excluded.nodes_to_exclude = {"mm", "gemm"};
+  EXPECT_FALSE(t->applies(LayerNormModel(rng), excluded));
 
   QuantOptions o;
   o.recovery = {*ParseRecoverySpec("smooth_quant", "test")};

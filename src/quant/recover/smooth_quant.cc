@@ -140,6 +140,18 @@ std::vector<Group> FindGroups(const ir::Graph& g, const Uses& u, const NodeFilte
   return groups;
 }
 
+// The groups whose MatMuls the options quantize (all without options).
+Expected<std::vector<Group>> SelectedGroups(const ir::Model& model, const Uses& u, const QuantOptions* options) {
+  if (!options) return FindGroups(model.graph, u, nullptr);
+  NodeFilterSpec spec;
+  spec.op_types = options->op_types_to_quantize;
+  spec.include = options->nodes_to_quantize;
+  spec.exclude = options->nodes_to_exclude;
+  SEQTO_ASSIGN_OR_RETURN(NodeFilter filter, NodeFilter::ForGraph(model.graph, std::move(spec),
+                                                                 QuantPlan::SupportedOpTypes(options->mode)));
+  return FindGroups(model.graph, u, &filter);
+}
+
 // What A's producer chain does to absorb 1/s: divide a constant along its last axis,
 // a MatMul weight's columns (rows when transposed).
 struct Edit {
@@ -418,15 +430,7 @@ Expected<ir::Model> Smooth(const ir::Model& prepared, const RecoverySpec& spec, 
   ir::Model model = prepared;
   ir::Graph& g = model.graph;
   Uses u = CountUses(g);
-  std::optional<NodeFilter> filter;
-  if (ctx.options) {
-    NodeFilterSpec fs;
-    fs.op_types = options.op_types_to_quantize;
-    fs.include = options.nodes_to_quantize;
-    fs.exclude = options.nodes_to_exclude;
-    SEQTO_ASSIGN_OR_RETURN(filter, NodeFilter::ForGraph(g, std::move(fs), QuantPlan::SupportedOpTypes(options.mode)));
-  }
-  std::vector<Group> groups = FindGroups(g, u, filter ? &*filter : nullptr);
+  SEQTO_ASSIGN_OR_RETURN(std::vector<Group> groups, SelectedGroups(model, u, ctx.options));
   record["groups"] = 0;
   if (groups.empty()) {
     record["note"] = "no MatMul/Gemm with a constant 2-D weight and a quantized input: nothing to smooth";
@@ -555,16 +559,8 @@ Technique MakeSmoothQuantTechnique() {
   t.needs_data = true;   // the activations' channel maxima
   t.static_only = true;  // as ORT (a quantize_static option): dynamic mode has no calibration samples
   t.applies = [](const ir::Model& model, const QuantOptions& options) {
-    const Uses u = CountUses(model.graph);
-    for (size_t i = 0; i < model.graph.nodes.size(); ++i) {
-      int64_t k = 0;
-      if (AsConsumer(model.graph, u, i, k) && k > 0 &&
-          (options.op_types_to_quantize.empty() ||
-           std::count(options.op_types_to_quantize.begin(), options.op_types_to_quantize.end(),
-                      model.graph.nodes[i].op_type)))
-        return true;
-    }
-    return false;
+    auto groups = SelectedGroups(model, CountUses(model.graph), &options);
+    return !groups.ok() || !groups->empty();  // bad options: the pipeline says what is wrong
   };
   t.rewrite_float = Smooth;
   return t;
