@@ -249,6 +249,39 @@ Status ParseOverride(const json& v, const std::string& key_path, quant::TensorOv
   return Status::Ok();
 }
 
+// ORT's SmoothQuant extra options, which seqto runs as the smooth_quant recovery
+// technique: SmoothQuant (bool), SmoothQuantAlpha (a number in [0, 1], or "auto" as
+// Neural Compressor spells the search: alpha_search), SmoothQuantFolding (bool).
+// `enabled` stays unset when SmoothQuant is absent.
+Status ParseSmoothQuant(ObjectReader& e, std::optional<bool>& enabled, quant::RecoverySpec& spec) {
+  // Every option set, so the writer's keys read back to the same spec.
+  spec.name = "smooth_quant";
+  spec.options = {{"alpha", 0.5}, {"alpha_search", 0}, {"folding", 1}};
+  if (e.has("SmoothQuant")) {
+    bool b = false;
+    SEQTO_RETURN_IF_ERROR(e.Bool("SmoothQuant", b));
+    enabled = b;
+  }
+  for (const char* key : {"SmoothQuantAlpha", "SmoothQuantFolding"})
+    if (e.has(key) && enabled != true) return UserError(e.KeyPath(key) + ": applies only with SmoothQuant: true");
+  if (const json* a = e.Object("SmoothQuantAlpha")) {
+    if (a->is_string() && a->get<std::string>() == "auto") {
+      spec.options["alpha_search"] = 1;
+      spec.options.erase("alpha");  // unused, and not written
+    } else if (a->is_number() && a->get<double>() >= 0 && a->get<double>() <= 1) {
+      spec.options["alpha"] = a->get<double>();
+    } else {
+      return UserError(e.KeyPath("SmoothQuantAlpha") + ": expected a number in [0, 1] or \"auto\", not " + a->dump());
+    }
+  }
+  if (e.has("SmoothQuantFolding")) {
+    bool b = true;
+    SEQTO_RETURN_IF_ERROR(e.Bool("SmoothQuantFolding", b));
+    spec.options["folding"] = b ? 1 : 0;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::string& where) {
@@ -278,9 +311,12 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
     if (!m) return Status(m.error()).WithContext(r.KeyPath("calibrate_method"));
     o.calibration = *m;
   }
+  std::optional<bool> smooth_quant;
+  quant::RecoverySpec smooth_spec;
   if (const json* extra = r.Object("extra_options")) {
     ObjectReader e(*extra, r.KeyPath("extra_options"));
     SEQTO_RETURN_IF_ERROR(e.CheckObject());
+    SEQTO_RETURN_IF_ERROR(ParseSmoothQuant(e, smooth_quant, smooth_spec));
     SEQTO_RETURN_IF_ERROR(e.Bool("ActivationSymmetric", o.activation_symmetric));
     if (e.has("WeightSymmetric")) {
       bool b = true;
@@ -310,6 +346,14 @@ Expected<quant::QuantOptions> ParseQuantOptionsJson(const json& j, const std::st
       o.recovery.push_back(std::move(spec));
     }
   }
+  if (smooth_quant) {
+    const bool listed = std::any_of(o.recovery.begin(), o.recovery.end(),
+                                    [](const quant::RecoverySpec& s) { return s.name == "smooth_quant"; });
+    if (listed)
+      return UserError(r.KeyPath("extra_options.SmoothQuant") + ": quantization.recovery also lists smooth_quant; " +
+                       "give one of the two");
+    if (*smooth_quant) o.recovery.push_back(std::move(smooth_spec));
+  }
   SEQTO_RETURN_IF_ERROR(r.Finish());
   if (Status s = quant::recover::CheckRecoverySpecs(o); !s.ok())
     return Status(s).WithContext(where.empty() ? "quantization" : where);
@@ -333,6 +377,18 @@ json QuantOptionsToJson(const quant::QuantOptions& o) {
   extra["ActivationSymmetric"] = o.activation_symmetric;
   if (o.weight_symmetric) extra["WeightSymmetric"] = *o.weight_symmetric;  // unset: by the weight type, as ORT
   extra["QuantizeBias"] = o.quantize_bias;
+  // smooth_quant is written as ORT's keys (all its options have one), not in recovery;
+  // only when used, so run directories written before these existed still resume.
+  auto smooth = std::find_if(o.recovery.begin(), o.recovery.end(),
+                             [](const quant::RecoverySpec& s) { return s.name == "smooth_quant"; });
+  if (smooth != o.recovery.end()) {
+    extra["SmoothQuant"] = true;
+    if (quant::recover::OptionValue(*smooth, "alpha_search") != 0)
+      extra["SmoothQuantAlpha"] = "auto";
+    else
+      extra["SmoothQuantAlpha"] = quant::recover::OptionValue(*smooth, "alpha");
+    extra["SmoothQuantFolding"] = quant::recover::OptionValue(*smooth, "folding") != 0;
+  }
   const auto& c = o.calibration_options;
   extra["CalibMovingAverage"] = c.moving_average;
   extra["CalibMovingAverageConstant"] = c.averaging_constant;
@@ -355,11 +411,10 @@ json QuantOptionsToJson(const quant::QuantOptions& o) {
   j["extra_options"] = extra;
   // Only when used, so run directories written before these existed still resume.
   if (!o.int16_activation_nodes.empty()) j["int16_activation_nodes"] = o.int16_activation_nodes;
-  if (!o.recovery.empty()) {
-    json list = json::array();
-    for (const auto& spec : o.recovery) list.push_back(quant::recover::RecoverySpecToJson(spec));
-    j["recovery"] = list;
-  }
+  json list = json::array();
+  for (const auto& spec : o.recovery)
+    if (spec.name != "smooth_quant") list.push_back(quant::recover::RecoverySpecToJson(spec));
+  if (!list.empty()) j["recovery"] = list;
   return j;
 }
 

@@ -259,14 +259,19 @@ bool Better(const Tried& a, const Tried& b) {
 }
 
 // "auto": greedy forward selection over the techniques that apply to the run's mode
-// and are not expensive (learned rounding takes minutes: a list asks for it).
-Expected<std::vector<Tried>> SearchRecipes(RecipeTrial& trial, const quant::QuantOptions& options) {
+// and model and are not expensive (learned rounding takes minutes: a list asks for
+// it). A technique with nothing to do on the model (no MatMul for SmoothQuant) costs
+// no recipe.
+Expected<std::vector<Tried>> SearchRecipes(RecipeTrial& trial, const ir::Model& prepared,
+                                           const quant::QuantOptions& options) {
   std::vector<Tried> tried;
   SEQTO_ASSIGN_OR_RETURN(Tried best, trial.Try({}));
   tried.push_back(best);
   std::vector<std::string> left;
   for (const auto& t : quant::recover::Techniques())
-    if ((!t.static_only || options.mode == quant::QuantMode::kStatic) && !t.expensive) left.push_back(t.name);
+    if ((!t.static_only || options.mode == quant::QuantMode::kStatic) && !t.expensive &&
+        (!t.applies || t.applies(prepared, options)))
+      left.push_back(t.name);
   while (!left.empty()) {
     std::optional<Tried> round_best;
     std::string added;
@@ -304,7 +309,7 @@ Status Recipes(TuneRun& run) {
     SEQTO_RETURN_IF_ERROR(trial.Start());
     std::vector<Tried> tried;
     if (config.recipes == "auto") {
-      SEQTO_ASSIGN_OR_RETURN(tried, SearchRecipes(trial, run.quant_options));
+      SEQTO_ASSIGN_OR_RETURN(tried, SearchRecipes(trial, run.prepared, run.quant_options));
     } else {
       for (const auto& recipe : config.recipe_list) {
         SEQTO_ASSIGN_OR_RETURN(Tried t, trial.Try(recipe));

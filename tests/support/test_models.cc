@@ -1,5 +1,6 @@
 #include "support/test_models.h"
 
+#include <cmath>
 #include <utility>
 
 namespace seqto::testing {
@@ -110,6 +111,47 @@ ir::Model DetectorHeadModel(std::mt19937& rng) {
   g.nodes.push_back(MakeNode("bn.relu", "Relu", {"bn.out"}, {"bn.act"}));
   const std::string t2 = up("t2", "bn.act", 8, 1, true);
   g.nodes.push_back(MakeNode("sigmoid", "Sigmoid", {t2}, {"y"}));
+  return m;
+}
+
+ir::Model OutlierTransformerModel(std::mt19937& rng) {
+  constexpr int64_t kTokens = 28, kIn = 28, kDim = 64, kHidden = 128, kClasses = 10;
+  ir::Model m;
+  m.opsets[""] = 17;
+  ir::Graph& g = m.graph;
+  g.name = "outlier_transformer";
+  g.inputs.push_back(FloatValue("x", {{-1, "N"}, {kTokens}, {kIn}}));
+  g.outputs.push_back(FloatValue("logits", {{-1, "N"}, {kClasses}}));
+  auto dense = [&](const std::string& name, const std::string& in, int64_t k, int64_t n) {
+    const float bound = 1.0f / std::sqrt(float(k));
+    g.initializers[name + ".w"] = RandomTensor({k, n}, rng, -bound, bound);
+    g.initializers[name + ".b"] = RandomTensor({n}, rng, -0.1f, 0.1f);
+    g.nodes.push_back(MakeNode(name, "MatMul", {in, name + ".w"}, {name + ".mm"}));
+    g.nodes.push_back(MakeNode(name + ".bias", "Add", {name + ".mm", name + ".b"}, {name + ".out"}));
+    return name + ".out";
+  };
+  const std::string h = dense("embed", "x", kIn, kDim);
+  Tensor gamma = RandomTensor({kDim}, rng, 0.8f, 1.2f);
+  const std::vector<std::pair<int64_t, float>> outliers = {{3, 30.f}, {17, 50.f}, {40, 80.f}, {55, 100.f}};
+  for (const auto& [c, f] : outliers) gamma.data<float>()[c] *= f;
+  g.initializers["ln.gamma"] = gamma;
+  g.initializers["ln.beta"] = RandomTensor({kDim}, rng, -0.1f, 0.1f);
+  ir::Node ln = MakeNode("ln", "LayerNormalization", {h, "ln.gamma", "ln.beta"}, {"ln.out"});
+  ln.attributes["axis"] = Int(-1);
+  g.nodes.push_back(ln);
+  const std::string up = dense("up", "ln.out", kDim, kHidden);
+  float* w_up = g.initializers.at("up.w").data<float>();
+  for (const auto& [c, f] : outliers)
+    for (int64_t n = 0; n < kHidden; ++n) w_up[c * kHidden + n] /= std::sqrt(f);
+  g.nodes.push_back(MakeNode("up.relu", "Relu", {up}, {"up.act"}));
+  const std::string down = dense("down", "up.act", kHidden, kDim);
+  g.nodes.push_back(MakeNode("residual", "Add", {h, down}, {"res"}));
+  ir::Node mean = MakeNode("pool", "ReduceMean", {"res"}, {"pooled"});
+  mean.attributes["axes"] = Ints({1});
+  mean.attributes["keepdims"] = Int(0);
+  g.nodes.push_back(mean);
+  dense("head", "pooled", kDim, kClasses);
+  g.nodes.back().outputs[0] = "logits";
   return m;
 }
 

@@ -36,4 +36,14 @@ Tensor RandomTensor(Shape shape, std::mt19937& rng, float lo = -1.f, float hi = 
 // channel (with B) -> Sigmoid = y [N, 1, 32, 24]. Opset 13.
 ir::Model DetectorHeadModel(std::mt19937& rng);
 
+// A one-block transformer encoder with outlier activation channels feeding MatMuls,
+// as SmoothQuant addresses (random weights from `rng`): x [N, 28, 28] (28 tokens of
+// 28 features: a Fashion-MNIST image by rows) -> MatMul + Add embedding to 64 = h ->
+// LayerNormalization whose gamma is 30x..100x on four channels = a -> MatMul + Add
+// (FFN up, 128) -> Relu -> MatMul + Add (down, 64) -> + h -> ReduceMean over the
+// tokens -> MatMul + Add = logits [N, 10]. The FFN-up rows reading the outlier
+// channels are divided by only the square root of their factor, so the outliers
+// carry real weight in the function (as in LLMs) rather than cancelling out. Opset 17.
+ir::Model OutlierTransformerModel(std::mt19937& rng);
+
 }  // namespace seqto::testing

@@ -40,7 +40,6 @@
 #include <map>
 #include <set>
 
-#include "quant/analysis/incremental.h"
 #include "quant/recover/technique.h"
 #include "runtime/session.h"
 
@@ -353,23 +352,6 @@ int64_t AbsorbHighBias(ir::Graph& g, const Pair& p, const std::vector<float>& mi
   return moved;
 }
 
-// Output SQNR (dB) of `changed` against `original` on the samples: +inf when equal.
-Expected<double> OutputSqnr(const ir::Model& original, const ir::Model& changed, const RecoveryContext& ctx) {
-  runtime::SessionOptions so;
-  so.threads = ctx.threads;
-  SEQTO_ASSIGN_OR_RETURN(auto s0, runtime::Session::Create(original, so));
-  SEQTO_ASSIGN_OR_RETURN(auto s1, runtime::Session::Create(changed, so));
-  LossSums sums;  // the analysis's output loss sums, so both measure alike
-  for (size_t i = 0; i < ctx.calibration->num_batches; ++i) {
-    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap feeds, ctx.calibration->get(i));
-    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap y0, s0->Run(feeds));
-    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap y1, s1->Run(feeds));
-    sums.Add(y0, y1);
-  }
-  if (sums.noise == 0) return INFINITY;
-  return 10.0 * std::log10(sums.signal / sums.noise);
-}
-
 Expected<ir::Model> Equalize(const ir::Model& prepared, const RecoverySpec& spec, const RecoveryContext& ctx,
                              json& record) {
   const int relu6 = static_cast<int>(OptionValue(spec, "relu6"));
@@ -455,7 +437,7 @@ Expected<ir::Model> Equalize(const ir::Model& prepared, const RecoverySpec& spec
   record["absorbed_pairs"] = absorbed_pairs;
   if (absorb && !have_data) record["bias_absorption"] = "skipped: no calibration samples";
   if (have_data) {
-    SEQTO_ASSIGN_OR_RETURN(double sqnr, OutputSqnr(prepared, model, ctx));
+    SEQTO_ASSIGN_OR_RETURN(double sqnr, FloatOutputSqnr(prepared, model, ctx));
     record["float_output_sqnr_db"] = std::isfinite(sqnr) ? json(sqnr) : json("identical");
   }
   if (ctx.say)

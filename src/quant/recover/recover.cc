@@ -1,7 +1,11 @@
 #include "quant/recover/recover.h"
 
 #include <chrono>
+#include <cmath>
 #include <map>
+
+#include "quant/analysis/incremental.h"
+#include "runtime/session.h"
 
 namespace seqto::quant::recover {
 
@@ -41,12 +45,14 @@ Expected<ir::Model> RewriteFloatModel(const ir::Model& prepared, const QuantOpti
   SEQTO_RETURN_IF_ERROR(CheckRecoverySpecs(options));
   if (!record.is_array()) record = json::array();
   ir::Model model = prepared;
+  RecoveryContext with_options = ctx;
+  with_options.options = &options;
   for (const auto& [t, spec] : InRunOrder(options)) {
     if (!t->rewrite_float) continue;
     SEQTO_RETURN_IF_ERROR(CheckData(*t, ctx));
     const auto start = std::chrono::steady_clock::now();
     json what = json::object();
-    SEQTO_ASSIGN_OR_RETURN(model, t->rewrite_float(model, *spec, ctx, what));
+    SEQTO_ASSIGN_OR_RETURN(model, t->rewrite_float(model, *spec, with_options, what));
     json entry = RecoverySpecToJson(*spec);
     entry["stage"] = "float";
     entry["seconds"] = Seconds(start);
@@ -59,12 +65,14 @@ Expected<ir::Model> RewriteFloatModel(const ir::Model& prepared, const QuantOpti
 Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
   SEQTO_RETURN_IF_ERROR(CheckRecoverySpecs(plan.options()));
   if (!record.is_array()) record = json::array();
+  RecoveryContext with_options = ctx;
+  with_options.options = &plan.options();
   for (const auto& [t, spec] : InRunOrder(plan.options())) {
     if (!t->refine_plan) continue;
     SEQTO_RETURN_IF_ERROR(CheckData(*t, ctx));
     const auto start = std::chrono::steady_clock::now();
     json what = json::object();
-    SEQTO_RETURN_IF_ERROR(t->refine_plan(plan, *spec, ctx, what));
+    SEQTO_RETURN_IF_ERROR(t->refine_plan(plan, *spec, with_options, what));
     json entry = RecoverySpecToJson(*spec);
     entry["stage"] = "plan";
     entry["seconds"] = Seconds(start);
@@ -77,6 +85,22 @@ Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
   for (auto& entry : timeless) entry.erase("seconds");
   plan.SetRecoveryRecord(timeless.empty() ? std::string() : timeless.dump());
   return Status::Ok();
+}
+
+Expected<double> FloatOutputSqnr(const ir::Model& original, const ir::Model& changed, const RecoveryContext& ctx) {
+  runtime::SessionOptions so;
+  so.threads = ctx.threads;
+  SEQTO_ASSIGN_OR_RETURN(auto s0, runtime::Session::Create(original, so));
+  SEQTO_ASSIGN_OR_RETURN(auto s1, runtime::Session::Create(changed, so));
+  LossSums sums;  // the analysis's output loss sums, so both measure alike
+  for (size_t i = 0; ctx.calibration && i < ctx.calibration->num_batches; ++i) {
+    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap feeds, ctx.calibration->get(i));
+    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap y0, s0->Run(feeds));
+    SEQTO_ASSIGN_OR_RETURN(runtime::TensorMap y1, s1->Run(feeds));
+    sums.Add(y0, y1);
+  }
+  if (sums.noise == 0) return INFINITY;
+  return 10.0 * std::log10(sums.signal / sums.noise);
 }
 
 }  // namespace seqto::quant::recover

@@ -12,6 +12,7 @@ const std::vector<Technique>& Techniques() {
   // One line per technique, in the order they run (float stage first).
   static const std::vector<Technique> techniques = {
       MakeEqualizeTechnique(),
+      MakeSmoothQuantTechnique(),
       MakeAdaRoundTechnique(),  // before bias correction, which then corrects the learned rounding
       MakeBiasCorrectionTechnique(),
   };
@@ -173,7 +174,8 @@ Status CheckRecoverySpecs(const QuantOptions& options) {
     SEQTO_ASSIGN_OR_RETURN(const Technique* t, Lookup(spec.name, "recovery"));
     if (!seen.insert(spec.name).second) return UserError("recovery: '" + spec.name + "' is given twice");
     if (t->static_only && options.mode != QuantMode::kStatic)
-      return UserError("recovery: '" + spec.name + "' needs static quantization (it edits the quantized values)");
+      return UserError("recovery: '" + spec.name + "' needs static quantization (" +
+                       (t->refine_plan ? "it edits the quantized values" : "it reads the calibration samples") + ")");
   }
   return Status::Ok();
 }

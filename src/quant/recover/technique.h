@@ -43,6 +43,9 @@ struct RecoveryContext {
   int threads = 0;
   uint64_t seed = 0;                            // for techniques that sample or initialize
   std::function<void(const std::string&)> say;  // progress lines; may be empty
+  // The quantization the techniques prepare for (types, per-channel, selected nodes);
+  // set by RewriteFloatModel and RefinePlan.
+  const QuantOptions* options = nullptr;
 };
 
 struct Technique {
@@ -55,6 +58,10 @@ struct Technique {
   // Minutes rather than seconds on a mid-size CNN: the tuner's "auto" recipes leave
   // it out (a recipe list or quantization.recovery can still ask for it).
   bool expensive = false;
+  // Whether the technique has anything to do on the prepared model under these
+  // options (e.g. SmoothQuant needs a MatMul/Gemm with a constant weight); empty:
+  // always. The tuner's "auto" recipes skip a technique that does not apply.
+  std::function<bool(const ir::Model& prepared, const QuantOptions& options)> applies;
   // Float stage: returns the rewritten model. `record` receives what the technique
   // did (counts, scales...), shown in the report and the model's metadata.
   std::function<Expected<ir::Model>(const ir::Model& prepared, const RecoverySpec& spec, const RecoveryContext& ctx,
@@ -83,11 +90,17 @@ nlohmann::json RecoverySpecToJson(const RecoverySpec& spec);
 // Checks a list: known names, each at most once, static-only ones in static mode.
 Status CheckRecoverySpecs(const QuantOptions& options);
 
+// Output SQNR (dB) of `changed` against `original` on the calibration samples (the
+// analysis's loss sums): +inf when equal. What a float-stage rewrite records of how
+// far it moved the float model.
+Expected<double> FloatOutputSqnr(const ir::Model& original, const ir::Model& changed, const RecoveryContext& ctx);
+
 // The names and descriptions of all techniques with their options (help texts).
 std::string TechniquesHelp();
 
 // Technique factories, one per file.
 Technique MakeEqualizeTechnique();
+Technique MakeSmoothQuantTechnique();
 Technique MakeBiasCorrectionTechnique();
 Technique MakeAdaRoundTechnique();
 
