@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 
 #include "quant/qdq_internal.h"
@@ -614,6 +615,75 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     if (!planned.count(t)) return InternalError("tensor '" + t + "': shared quantization parameters form a cycle");
 
   // Biases: int32 with scale s_in * s_w * beta, zero point 0.
+  // The quantized input and weight of a bias, or none when it stays float.
+  struct BiasOperands {
+    size_t input = 0, weight = 0;  // in plan.tensors
+    const Tensor* bias = nullptr;  // the float bias (its corrected value, if any)
+  };
+  auto bias_operands = [&](const std::string& b) -> std::optional<BiasOperands> {
+    const BiasMark& bm = marking.biases.at(b);
+    if (precision[bm.node] == Precision::kFloat16) return std::nullopt;
+    auto in = planned.find(bm.input);
+    auto w = planned.find(bm.weight);
+    if (in == planned.end() || w == planned.end()) return std::nullopt;  // nothing to scale by: stays float
+    const PlannedTensor &pin = plan.tensors[in->second], &pw = plan.tensors[w->second];
+    if (pin.fp16 || pw.fp16 || pin.params.scale.size() != 1) return std::nullopt;
+    BiasOperands ops{in->second, w->second, info.Initializer(b)};
+    if (pw.params.per_channel() && static_cast<size_t>(ops.bias->numel()) != pw.params.scale.size())
+      return std::nullopt;
+    // A corrected bias (bias correction) belongs to the quantized node only.
+    if (auto refined = refinements.values.find(b);
+        refined != refinements.values.end() && precision[bm.node] == Precision::kBase &&
+        pin.precision == Precision::kBase && pw.precision == Precision::kBase &&
+        refined->second.numel() == ops.bias->numel())
+      ops.bias = &refined->second;
+    return ops;
+  };
+  auto with_beta = [](QuantParams wp, float beta) {
+    if (beta != 1.0f)
+      for (float& s : wp.scale) s *= beta;
+    return wp;
+  };
+
+  // A bias that int32 cannot hold at scale s_in * s_w (16-bit inputs and weights have
+  // tiny scales; so do the weights of a dead channel, e.g. a folded BatchNorm whose
+  // gamma is ~0) would saturate and change the results. As ONNX Runtime's quantizer
+  // does (QDQDisableWeightAdjustForInt32Bias off), the weight's scale grows instead,
+  // per channel, here by the smallest power of two that makes every bias it scales
+  // fit with one bit of headroom (ORT's kernels add the bias to int32 accumulators).
+  // The bias scale stays exactly s_in * s_w: integer kernels (ORT's QLinearConv,
+  // seqto's fused ones) read the int32 bias at that scale and ignore its own. The
+  // factor follows from the float bias, not a corrected one, so learned rounding sees
+  // the grid the final model has. (The bias must not stay float either: ONNX Runtime
+  // quantizes a float bias next to quantized weights itself, and wraps around on
+  // overflow.)
+  std::map<size_t, std::vector<int>> widen;  // weight (in plan.tensors) -> exponent per scale
+  for (const auto& b : marking.bias_order) {
+    if (marking.tensors.count(b)) continue;  // quantized as a tensor already (ORT skips it too)
+    auto ops = bias_operands(b);
+    if (!ops) continue;
+    const PlannedTensor &pin = plan.tensors[ops->input], &pw = plan.tensors[ops->weight];
+    auto exponents = BiasScaleExponents(*info.Initializer(b), pin.params.scale[0],
+                                        with_beta(pw.params, marking.biases.at(b).beta), INT32_MAX / 2);
+    if (!exponents.ok()) return std::move(exponents).WithContext("bias '" + b + "'").error();
+    auto [it, fresh] = widen.try_emplace(ops->weight, *exponents);
+    for (size_t c = 0; !fresh && c < exponents->size(); ++c) it->second[c] = std::max(it->second[c], (*exponents)[c]);
+  }
+  for (const auto& [weight, exponents] : widen) {
+    if (std::all_of(exponents.begin(), exponents.end(), [](int k) { return k == 0; })) continue;
+    const std::string root = plan.tensors[weight].root;
+    std::string note = " bias-fit";
+    for (size_t c = 0; c < exponents.size(); ++c)
+      if (exponents[c] != 0) note += " " + std::to_string(c) + ":" + std::to_string(exponents[c]);
+    // Every tensor that uses the weight's scale initializers takes the new scale.
+    for (PlannedTensor& t : plan.tensors) {
+      if (t.fp16 || t.root != root) continue;
+      for (size_t c = 0; c < t.params.scale.size(); ++c)
+        t.params.scale[c] = std::ldexp(t.params.scale[c], exponents[c]);
+      t.key += note;
+    }
+  }
+
   for (const auto& b : marking.bias_order) {
     if (marking.tensors.count(b)) continue;  // quantized as a tensor already (ORT skips it too)
     const BiasMark& bm = marking.biases.at(b);
@@ -628,46 +698,11 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
       plan.biases.push_back(std::move(pb));
       continue;
     }
-    auto in = planned.find(bm.input);
-    auto w = planned.find(bm.weight);
-    if (in == planned.end() || w == planned.end()) continue;  // nothing to scale by: stays float
-    const PlannedTensor &pin = plan.tensors[in->second], &pw = plan.tensors[w->second];
-    if (pin.fp16 || pw.fp16 || pin.params.scale.size() != 1) continue;
-    const Tensor* bias = info.Initializer(b);
-    // A corrected bias (bias correction) belongs to the quantized node only.
-    if (auto refined = refinements.values.find(b);
-        refined != refinements.values.end() && precision[bm.node] == Precision::kBase &&
-        pin.precision == Precision::kBase && pw.precision == Precision::kBase &&
-        refined->second.numel() == bias->numel())
-      bias = &refined->second;
-    if (pw.params.per_channel() && static_cast<size_t>(bias->numel()) != pw.params.scale.size()) continue;
-    QuantParams wp = pw.params;
-    if (bm.beta != 1.0f)
-      for (float& s : wp.scale) s *= bm.beta;
-    // A bias that int32 cannot hold at scale s_in * s_w (16-bit inputs and weights
-    // have tiny scales) would saturate (ORT's choice) and change the results. Its
-    // scale is doubled instead, per channel, until it fits: the bias then carries a
-    // scale that is not s_in * s_w, which only an integer kernel would need and none
-    // exists for those types. (It must not stay float either: ONNX Runtime quantizes
-    // a float bias next to quantized weights itself, and wraps around on overflow.)
-    Expected<Tensor> q = Tensor();
-    for (int attempt = 0;; ++attempt) {
-      q = QuantizeBias(*bias, pin.params.scale[0], wp, &pb.params);
-      if (!q.ok()) return std::move(q).WithContext("bias '" + b + "'").error();
-      bool saturated = false;
-      const int32_t* qd = q->data<int32_t>();
-      // Keep one bit of headroom: ORT's kernels add the bias to int32 accumulators.
-      const int32_t limit = INT32_MAX / 2;
-      for (int64_t k = 0; k < q->numel(); ++k) {
-        if (qd[k] < -limit || qd[k] > limit) {
-          saturated = true;
-          wp.scale[wp.per_channel() ? static_cast<size_t>(k) : 0] *= 2.0f;
-          if (!wp.per_channel()) break;
-        }
-      }
-      if (!saturated) break;
-      if (attempt > 64) return InternalError("bias '" + b + "': no int32 scale holds it");
-    }
+    auto ops = bias_operands(b);
+    if (!ops) continue;
+    const PlannedTensor &pin = plan.tensors[ops->input], &pw = plan.tensors[ops->weight];
+    auto q = QuantizeBias(*ops->bias, pin.params.scale[0], with_beta(pw.params, bm.beta), &pb.params);
+    if (!q.ok()) return std::move(q).WithContext("bias '" + b + "'").error();
     pb.quantized = std::move(*q);
     pb.key = pin.key + " * " + pw.key + (bm.beta != 1.0f ? " * " + Hex(bm.beta) : "");
     pb.quantized_name = names.Value(b + "_quantized");

@@ -342,4 +342,55 @@ Expected<Tensor> QuantizeBias(const Tensor& bias, float input_scale, const Quant
   return q;
 }
 
+Expected<std::vector<int>> BiasScaleExponents(const Tensor& bias, float input_scale, const QuantParams& weight_params,
+                                              int32_t limit) {
+  if (bias.dtype() != DType::kFloat32)
+    return UserError("cannot quantize bias " + bias.Describe() + " (expected float32)");
+  if (!std::isfinite(input_scale) || input_scale <= 0)
+    return UserError("input scale " + Num(input_scale) + " is not a positive finite number");
+  if (limit <= 0) return UserError("bias limit " + std::to_string(limit) + " is not positive");
+  const size_t channels = weight_params.scale.size();
+  const bool per_channel = weight_params.per_channel();
+  if (channels == 0) return UserError("weight quantization parameters have no scale");
+  if (per_channel && static_cast<size_t>(bias.numel()) != channels)
+    return UserError("bias " + bias.Describe() + " has " + std::to_string(bias.numel()) +
+                     " elements but the weight has " + std::to_string(channels) + " channels");
+  // The largest |bias| per scale decides: QuantizeBias's rounding is monotonic in it.
+  std::vector<float> amax(channels, 0.0f);
+  const float* in = bias.data<float>();
+  for (int64_t i = 0; i < bias.numel(); ++i) {
+    if (!std::isfinite(in[i]))
+      return UserError("bias element " + std::to_string(i) + " is " + (std::isnan(in[i]) ? "NaN" : "infinite") +
+                       "; cannot quantize");
+    float& a = amax[per_channel ? static_cast<size_t>(i) : 0];
+    a = std::max(a, std::fabs(in[i]));
+  }
+  // QuantizeBias's arithmetic: a float32 scale product, a float64 division.
+  auto fits = [&](float a, float weight_scale) {
+    const float s = input_scale * weight_scale;
+    return s > 0 && std::isfinite(s) && std::nearbyint(static_cast<double>(a) / s) <= limit;
+  };
+  std::vector<int> exponents(channels, 0);
+  for (size_t c = 0; c < channels; ++c) {
+    const float a = amax[c], s = weight_params.scale[c];
+    if (!std::isfinite(s) || s <= 0) return UserError("weight scale " + Num(s) + " is not a positive finite number");
+    if (fits(a, s)) continue;
+    // The scale a / limit just holds it; the power of two that reaches it is at most
+    // one step off (rounding), which the checks below settle. Float64 holds the
+    // product of two float32 scales exactly, however small.
+    const double needed = std::max(static_cast<double>(a) / limit, static_cast<double>(FLT_TRUE_MIN));
+    int k = std::max(1, static_cast<int>(std::ceil(std::log2(needed / (static_cast<double>(input_scale) * s)))));
+    // Multiplying by 2^k is exact in float32 (the same as doubling k times) until
+    // it overflows, which ends the search: no finite scale holds this bias.
+    for (; !fits(a, std::ldexp(s, k)); ++k)
+      if (!std::isfinite(input_scale * std::ldexp(s, k)))
+        return UserError(std::string(per_channel ? "bias channel " + std::to_string(c) : "bias") + ": magnitude " +
+                         Num(a) + " does not fit int32 at any float32 weight scale (input scale " + Num(input_scale) +
+                         ")");
+    while (k > 1 && fits(a, std::ldexp(s, k - 1))) --k;
+    exponents[c] = k;
+  }
+  return exponents;
+}
+
 }  // namespace seqto::quant

@@ -80,4 +80,13 @@ Expected<Tensor> DequantizeTensor(const Tensor& q, const QuantParams& params);
 Expected<Tensor> QuantizeBias(const Tensor& bias, float input_scale, const QuantParams& weight_params,
                               QuantParams* bias_params);
 
+// Per scale of `weight_params` (one for the whole bias, or one per channel), the
+// smallest k >= 0 such that QuantizeBias, with that scale multiplied by 2^k, gives
+// values within [-limit, limit]. Found from the ratio |bias| / (input_scale * scale)
+// and checked with QuantizeBias's own float32 arithmetic, so it is exact however
+// small the scale (weights of a dead channel, 16-bit types). A channel whose bias
+// no finite float32 scale holds is an error naming the channel.
+Expected<std::vector<int>> BiasScaleExponents(const Tensor& bias, float input_scale, const QuantParams& weight_params,
+                                              int32_t limit);
+
 }  // namespace seqto::quant

@@ -390,6 +390,58 @@ TEST(QuantScheme, BiasInt32WithInputTimesWeightScale) {
   EXPECT_FALSE(QuantizeBias(Tensor::FromVector<float>({3}, {1, 2, 3}), 0.5f, wp, nullptr).ok());
 }
 
+TEST(QuantScheme, BiasScaleExponentsAreTheSmallestPowerThatFits) {
+  constexpr int32_t kLimit = std::numeric_limits<int32_t>::max() / 2;
+  // 1.0 / (0.5 * 0.25) = 8 fits: no change. 3 / (0.5 * 1e-9) = 6e9: 2^3 brings it to
+  // 7.5e8 <= 2^30 - 1 (2^2 leaves 1.5e9). A zero-weight channel's scale 1 holds 2.
+  QuantParams wp;
+  wp.type = QuantType::kInt8;
+  wp.scale = {0.25f, 1e-9f, 1.0f};
+  wp.zero_point = {0, 0, 0};
+  wp.axis = 0;
+  auto k = BiasScaleExponents(Tensor::FromVector<float>({3}, {1.0f, -3.0f, 2.0f}), 0.5f, wp, kLimit);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ(*k, (std::vector<int>{0, 3, 0}));
+  // Per tensor: the largest |bias| decides.
+  k = BiasScaleExponents(Tensor::FromVector<float>({2}, {0.5f, -3.0f}), 0.5f, PerTensor(QuantType::kInt8, 1e-9f, 0),
+                         kLimit);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(*k, std::vector<int>{3});
+  // Against doubling one step at a time, with QuantizeBias's own arithmetic, over
+  // scales from normal to a dead channel's (1e-35) and biases up to 1e6.
+  for (float b : {0.0f, 1e-6f, 0.3f, -0.6366f, 7.0f, 1e6f})
+    for (float sw : {0.02f, 3e-9f, 6.4e-24f, 2.5e-35f, 1.2e-38f}) {
+      const float sx = 0.0445685f;
+      int doubled = 0;
+      for (float s = sw;; s *= 2.0f, ++doubled) {
+        auto q = QuantizeBias(Tensor::FromVector<float>({1}, {b}), sx, PerTensor(QuantType::kInt8, s, 0), nullptr);
+        ASSERT_TRUE(q.ok()) << q.error().message;
+        if (std::abs(static_cast<int64_t>(q->data<int32_t>()[0])) <= kLimit) break;
+      }
+      k = BiasScaleExponents(Tensor::FromVector<float>({1}, {b}), sx, PerTensor(QuantType::kInt8, sw, 0), kLimit);
+      ASSERT_TRUE(k.ok()) << k.error().message;
+      EXPECT_EQ(k->at(0), doubled) << "bias " << b << ", weight scale " << sw;
+    }
+  // A product of scales below float32's smallest positive value: QuantizeBias refuses
+  // it; the exponent lifts it into range.
+  k = BiasScaleExponents(Tensor::FromVector<float>({1}, {0.0f}), 1e-30f, PerTensor(QuantType::kInt8, 1e-20f, 0),
+                         kLimit);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_GT(1e-30f * std::ldexp(1e-20f, k->at(0)), 0.0f);
+  EXPECT_FALSE(
+      QuantizeBias(Tensor::FromVector<float>({1}, {0.0f}), 1e-30f, PerTensor(QuantType::kInt8, 1e-20f, 0), nullptr)
+          .ok());
+  // No finite float32 scale holds 1e30 at an input scale of 1e-30: an error naming
+  // the channel.
+  wp.scale = {0.25f, 0.25f, 0.25f};
+  k = BiasScaleExponents(Tensor::FromVector<float>({3}, {0.0f, 1e30f, 0.0f}), 1e-30f, wp, kLimit);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.error().message.find("channel 1"), std::string::npos) << k.error().message;
+  EXPECT_FALSE(
+      BiasScaleExponents(Tensor::FromVector<float>({1}, {std::nanf("")}), 0.5f, wp, kLimit).ok());  // count mismatch
+  EXPECT_FALSE(BiasScaleExponents(Tensor::FromVector<float>({3}, {0.0f, INFINITY, 0.0f}), 0.5f, wp, kLimit).ok());
+}
+
 // --- errors --------------------------------------------------------------------------
 
 TEST(QuantScheme, NanAndInfAreErrorsNamingTheTensor) {

@@ -906,9 +906,68 @@ TEST(QuantDynamic, EmitsWhatQuantizeDynamicEmits) {
 namespace seqto::quant {
 namespace {
 
-TEST(QuantFallback, ABiasInt32CannotHoldGetsALargerScale) {
+TEST(QuantStatic, PerChannelDeadAndTinyChannelsKeepTheirBias) {
+  // A folded BatchNorm whose gamma is ~0 leaves output channels with zero or tiny
+  // weights and a bias (PP-OCRv4's recognizer). Channel 1: all zero, so its range is
+  // empty and its scale 1 (ORT's rule); channel 2: weights ~1e-30, a scale ~1e-32 at
+  // which its bias would need ~2^90 times int32's range. The weight's scale of such
+  // a channel grows by the smallest power of two at which the bias fits; the bias
+  // keeps scale s_x * s_w[c]; the other channels are untouched.
+  ir::Model m = ConvReluMatMul();
+  Tensor& w = m.graph.initializers.at("w");
+  float* wd = w.data<float>();
+  for (int64_t i = 18; i < 36; ++i) wd[i] = 0.0f;
+  for (int64_t i = 36; i < 54; ++i) wd[i] *= 1e-30f;
+  const std::vector<float> b = {0.5f, 0.75f, -0.625f};
+  m.graph.initializers["b"] = Tensor::FromVector<float>({3}, b);
+  std::mt19937 rng(3);
+  runtime::TensorMap feeds = {{"x", RandomTensor({4, 2, 4, 4}, rng)}};
+  QuantOptions o;
+  o.per_channel = true;
+  auto plan = MakePlan(m, o, ObservedRanges(m, feeds));
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  auto q = plan->Materialize();
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  ExpectChecks(*q);
+
+  RangeOptions int8;
+  int8.type = QuantType::kInt8;
+  int8.symmetric = true;
+  auto own = ComputeWeightParams(w, int8, 0, "w");
+  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_EQ(own->scale[1], 1.0f);
+  EXPECT_LT(own->scale[2], 1e-31f);
+  const float sx = ScalarF(*q, "x_scale");
+  const auto sw = Init(*q, "w_scale").ToDoubles();
+  const auto sb = Init(*q, "b_quantized_scale").ToDoubles();
+  const Tensor& bq = Init(*q, "b_quantized");
+  ASSERT_EQ(sw.size(), 3u);
+  ASSERT_EQ(sb.size(), 3u);
+  EXPECT_EQ(static_cast<float>(sw[0]), own->scale[0]);
+  EXPECT_EQ(static_cast<float>(sw[1]), own->scale[1]);
+  const int k = std::ilogb(static_cast<float>(sw[2])) - std::ilogb(own->scale[2]);
+  EXPECT_EQ(static_cast<float>(sw[2]), std::ldexp(own->scale[2], k));
+  const double limit = INT32_MAX / 2;
+  for (size_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(static_cast<float>(sb[c]), sx * static_cast<float>(sw[c])) << c;
+    const int32_t v = bq.data<int32_t>()[c];
+    EXPECT_LE(std::abs(v), limit) << c;
+    EXPECT_NEAR(v * sb[c], b[c], sb[c]) << c;
+  }
+  // The smallest power: half the scale would not hold the bias.
+  EXPECT_GT(std::fabs(b[2]) / (sx * std::ldexp(static_cast<float>(sw[2]), -1)), limit);
+  // Channel 2's weights all round to 0 at that scale (they were ~1e-30 anyway).
+  const auto wq = Init(*q, "w_quantized").ToInt64s();
+  for (int64_t i = 36; i < 54; ++i) EXPECT_EQ(wq[static_cast<size_t>(i)], 0) << i;
+  // The quantized model runs and stays within quantization error of the float one.
+  ExpectClose(RunModel(m, feeds), RunModel(*q, feeds));
+}
+
+TEST(QuantFallback, ABiasInt32CannotHoldGetsALargerWeightScale) {
   // int16 input and weight scales make s_x * s_w ~ 1.2e-9: a bias of 3 would need
-  // 2.5e9 > int32. Its scale is doubled until it fits (with a bit of headroom).
+  // 2.5e9 > int32. The weight's scale grows by the smallest power of two that makes
+  // it fit (with a bit of headroom); the bias keeps scale s_x * s_w, which integer
+  // kernels assume.
   ir::Model m = ConvReluMatMul();
   m.graph.initializers["b"] = Tensor::FromVector<float>({3}, {3.0f, -0.25f, 0.125f});
   auto plan = MakePlan(m, QuantOptions{}, ConvReluMatMulRanges());
@@ -916,9 +975,14 @@ TEST(QuantFallback, ABiasInt32CannotHoldGetsALargerScale) {
   auto q = plan->Materialize({"conv"}, Fallback::kInt16);
   ASSERT_TRUE(q.ok()) << q.error().message;
   ExpectChecks(*q);
-  const float base = ScalarF(*q, "x_scale") * ScalarF(*q, "w_scale");
+  RangeOptions int16;
+  int16.type = QuantType::kInt16;
+  int16.symmetric = true;
+  auto own = ComputeWeightParams(m.graph.initializers.at("w"), int16, std::nullopt, "w");
+  ASSERT_TRUE(own.ok()) << own.error().message;
+  EXPECT_FLOAT_EQ(ScalarF(*q, "w_scale"), own->scale[0] * 4);  // 2.5e9 / 4 < 2^30
   const float s = ScalarF(*q, "b_quantized_scale");
-  EXPECT_FLOAT_EQ(s, base * 4);  // 2.5e9 / 4 < 2^30
+  EXPECT_EQ(s, ScalarF(*q, "x_scale") * ScalarF(*q, "w_scale"));
   const Tensor& bq = Init(*q, "b_quantized");
   const std::vector<float> b = {3.0f, -0.25f, 0.125f};
   for (int k = 0; k < 3; ++k) {
