@@ -12,11 +12,17 @@
 //     and usually far fewer: a technique that does not help is not tried again.
 //   - "list" tries each recipe of the config's list.
 // "Best" is the run's first objective (accuracy loss, size or latency), ties broken
-// by the higher output SQNR. The ranking samples are what the analysis ranks on, held
+// by the higher output SQNR. Accuracy loss on a few hundred ranking samples moves by
+// a point per sample, so two recipes' losses count as a tie unless the samples one
+// gets wrong and the other right differ by more than sampling noise (McNemar's test
+// on the paired samples, two-sided 95%); the output SQNR, measured on every output
+// value rather than on top-1 flips, then decides. The ranking samples are what the analysis ranks on, held
 // out of the evaluation: choosing a recipe on them does not bias the candidates'
 // accuracy, which the sweep measures on the evaluation samples.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -90,6 +96,10 @@ struct Tried {
   json j;            // recipes.json's entry
   double objective;  // the run's first objective
   double sqnr_db;
+  // Per ranking sample, whether it counts against the accuracy loss (wrong against
+  // its label, or top-1 unlike the float model's, as search.loss says); empty when the
+  // first objective is not accuracy loss.
+  std::vector<bool> misses;
 };
 
 // Tries recipes on the ranking samples, one fully quantized model each.
@@ -115,6 +125,7 @@ class RecipeTrial {
       SEQTO_ASSIGN_OR_RETURN(AccuracyMetrics am, acc.Result());
       float_top1_ = am.top1;
     }
+    SEQTO_ASSIGN_OR_RETURN(float_classes_, Top1(float_output_));
     fs::create_directories(run_.dir / "recipes");
     return Status::Ok();
   }
@@ -149,10 +160,15 @@ class RecipeTrial {
       metrics["accuracy_top1"] = acc_m.top1;
     }
     // As the sweep measures it (search.loss), on the ranking samples.
-    metrics["accuracy_loss"] = !ranking_.labels.empty() && run_.config.loss == "accuracy"
-                                   ? float_top1_ - metrics["accuracy_top1"].get<double>()
-                                   : am.top1_disagreement;
+    const bool from_labels = !ranking_.labels.empty() && run_.config.loss == "accuracy";
+    metrics["accuracy_loss"] =
+        from_labels ? float_top1_ - metrics["accuracy_top1"].get<double>() : am.top1_disagreement;
     Tried t;
+    if (run_.config.objectives.front() == "accuracy_loss") {
+      SEQTO_ASSIGN_OR_RETURN(std::vector<int64_t> classes, Top1(out));
+      const std::vector<int64_t>& truth = from_labels ? ranking_.labels : float_classes_;
+      for (size_t i = 0; i < classes.size(); ++i) t.misses.push_back(classes[i] != truth.at(i));
+    }
     t.recipe = recipe;
     t.record = record;
     plans_.insert_or_assign(name, std::move(plan));
@@ -244,6 +260,7 @@ class RecipeTrial {
   runtime::TensorMap latency_batch_;
   runners::LatencyOptions options_;
   Tensor float_output_;
+  std::vector<int64_t> float_classes_;  // its top-1 per ranking sample
   double float_top1_ = 0;
   std::map<std::string, std::shared_ptr<Rewrite>> rewrites_;                  // by FloatStageKey
   std::map<std::string, json> records_;                                       // their float stages' records
@@ -252,9 +269,11 @@ class RecipeTrial {
   std::map<std::string, quant::QuantPlan> plans_;                             // by recipe name
 };
 
-// Lower objective first; equal objectives: the higher output SQNR.
+// Lower objective first (accuracy loss: only where the difference is more than noise);
+// otherwise the higher output SQNR.
 bool Better(const Tried& a, const Tried& b) {
-  if (a.objective != b.objective) return a.objective < b.objective;
+  const bool differ = a.misses.empty() ? a.objective != b.objective : MissesDiffer(a.misses, b.misses);
+  if (differ) return a.objective < b.objective;
   return a.sqnr_db > b.sqnr_db;
 }
 
@@ -290,6 +309,16 @@ Expected<std::vector<Tried>> SearchRecipes(RecipeTrial& trial, const ir::Model& 
 }
 
 }  // namespace
+
+bool MissesDiffer(const std::vector<bool>& a, const std::vector<bool>& b) {
+  int64_t only_a = 0, only_b = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    only_a += a[i] && !b[i];
+    only_b += !a[i] && b[i];
+  }
+  const double diff = static_cast<double>(std::abs(only_a - only_b));
+  return diff > 1.96 * std::sqrt(static_cast<double>(only_a + only_b));
+}
 
 Status Recipes(TuneRun& run) {
   const TuneConfig& config = run.config;

@@ -137,10 +137,17 @@ Status OpenRunDir(TuneRun& run);
 Status LoadData(TuneRun& run);
 // recipes: with "auto" or a list, the full quantization under each recipe (a set of
 // recovery techniques), measured on the ranking samples; the best by the first
-// objective (ties: the higher output SQNR) is kept (recipes.json; a resumed run
-// reads its choice). Then, and for a forced recipe, the chosen float-stage
-// techniques rewrite run.prepared.
+// objective (ties, and accuracy losses within sampling noise: the higher output
+// SQNR) is kept (recipes.json; a resumed run reads its choice). Then, and for a
+// forced recipe, the chosen float-stage techniques rewrite run.prepared.
 Status Recipes(TuneRun& run);
+// Whether two recipes' accuracy losses on the same samples differ by more than
+// sampling noise: `a[i]` / `b[i]` say whether sample i counts against each (wrong,
+// or unlike the float model). McNemar's test on the samples only one of them misses,
+// two-sided at 95%: |n_a - n_b| > 1.96 sqrt(n_a + n_b). The recipes stage treats
+// losses that do not differ as a tie, decided by output SQNR.
+bool MissesDiffer(const std::vector<bool>& a, const std::vector<bool>& b);
+
 // The calibration samples in memory (loaded on first use; static mode only).
 Expected<const LoadedSet*> CalibrationSamples(TuneRun& run);
 // What the recovery techniques read: the calibration samples (through `list`, which

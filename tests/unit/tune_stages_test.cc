@@ -193,4 +193,25 @@ TEST(TuneStages, ReportComesFromTheCyclesAndCopiesThePicks) {
 }
 
 }  // namespace
+TEST(TuneStages, RecipeLossesDifferOnlyBeyondSamplingNoise) {
+  // 100 samples. a misses 0..k-1, b misses k..k+m-1 (disjoint): discordant k and m.
+  auto misses = [](int from, int count) {
+    std::vector<bool> v(100, false);
+    for (int i = from; i < from + count; ++i) v[static_cast<size_t>(i)] = true;
+    return v;
+  };
+  // 4 vs 6 samples: 2 < 1.96 sqrt(10) = 6.2, noise either way.
+  EXPECT_FALSE(MissesDiffer(misses(0, 4), misses(4, 6)));
+  EXPECT_FALSE(MissesDiffer(misses(4, 6), misses(0, 4)));
+  // 2 vs 20: 18 > 1.96 sqrt(22) = 9.2.
+  EXPECT_TRUE(MissesDiffer(misses(0, 2), misses(2, 20)));
+  EXPECT_TRUE(MissesDiffer(misses(2, 20), misses(0, 2)));
+  // Shared misses do not count: both miss the same 30, a 1 more, b 9 more (8 > 6.2).
+  std::vector<bool> a = misses(0, 31), b = misses(0, 30);
+  for (int i = 31; i < 40; ++i) b[static_cast<size_t>(i)] = true;
+  EXPECT_TRUE(MissesDiffer(a, b));
+  EXPECT_FALSE(MissesDiffer(a, a));
+  EXPECT_FALSE(MissesDiffer(misses(0, 0), misses(0, 0)));
+}
+
 }  // namespace seqto::tune
