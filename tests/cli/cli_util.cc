@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "onnxio/model_io.h"
+
 namespace seqto::cli_test {
 
 namespace fs = std::filesystem;
@@ -207,6 +209,19 @@ nlohmann::json FashionResnetTuneConfig(const std::filesystem::path& out) {
   // make every tune test four quantizations longer.
   c["recipes"] = "none";
   return c;
+}
+
+std::vector<std::string> FashionMobilenetQuantizeArgs(const std::filesystem::path& out) {
+  const std::filesystem::path examples = std::filesystem::path(SEQTO_SOURCE_DIR) / "examples/fashion-mnist";
+  return {"quantize",     (examples / "mobilenetv2.onnx").string(), "-o", out.string(),
+          "--calib-data", (examples / "sample_input.npy").string()};
+}
+
+nlohmann::json RecoveryRecord(const std::filesystem::path& model) {
+  auto m = onnxio::LoadModel(model.string());
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  if (!m.ok() || !m->metadata.count("seqto.recovery")) return nullptr;
+  return nlohmann::json::parse(m->metadata.at("seqto.recovery"));
 }
 
 }  // namespace seqto::cli_test

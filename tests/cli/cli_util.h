@@ -72,4 +72,11 @@ void ExpectUserError(const std::vector<std::string>& args, const std::vector<std
 // latency and threads.
 nlohmann::json FashionResnetTuneConfig(const std::filesystem::path& out);
 
+// `seqto quantize` of the bundled Fashion-MNIST MobileNetV2 to `out`, calibrated on
+// the bundled sample inputs (append flags).
+std::vector<std::string> FashionMobilenetQuantizeArgs(const std::filesystem::path& out);
+
+// The "seqto.recovery" metadata of a written model, parsed (null when absent).
+nlohmann::json RecoveryRecord(const std::filesystem::path& model);
+
 }  // namespace seqto::cli_test

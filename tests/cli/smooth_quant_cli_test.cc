@@ -21,17 +21,7 @@ using namespace cli_test;
 namespace fs = std::filesystem;
 const fs::path kExamples = fs::path(SEQTO_SOURCE_DIR) / "examples/fashion-mnist";
 
-std::vector<std::string> QuantizeArgs(const fs::path& out) {
-  return {"quantize",     (kExamples / "mobilenetv2.onnx").string(), "-o", out.string(),
-          "--calib-data", (kExamples / "sample_input.npy").string()};
-}
-
-nlohmann::json RecoveryRecord(const fs::path& model) {
-  auto m = onnxio::LoadModel(model.string());
-  EXPECT_TRUE(m.ok()) << m.error().message;
-  if (!m.ok() || !m->metadata.count("seqto.recovery")) return nullptr;
-  return nlohmann::json::parse(m->metadata.at("seqto.recovery"));
-}
+std::vector<std::string> QuantizeArgs(const fs::path& out) { return FashionMobilenetQuantizeArgs(out); }
 
 TEST(SmoothQuantCli, SmoothsTheClassifierInputAndRecordsIt) {
   const fs::path dir = TempDir();

@@ -1,9 +1,13 @@
 #include "support/test_quantize.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "quant/calib/calibrate.h"
+#include "quant/recover/recover.h"
+#include "quant/recover/technique.h"
 
 namespace seqto::testing {
 
@@ -37,6 +41,30 @@ double SmallestGap(std::vector<double> values) {
   for (size_t i = 1; i < values.size(); ++i)
     if (values[i] - values[i - 1] > 1e-6) gap = std::min(gap, values[i] - values[i - 1]);
   return gap;
+}
+
+Expected<RewrittenForTest> RewriteForTest(const ir::Model& model, const std::string& spec_text,
+                                          const std::vector<runtime::TensorMap>& samples) {
+  SEQTO_ASSIGN_OR_RETURN(quant::RecoverySpec spec, quant::recover::ParseRecoverySpec(spec_text, "test"));
+  quant::QuantOptions o;
+  o.recovery = {spec};
+  quant::BatchList list;
+  list.num_batches = samples.size();
+  list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return samples[i]; };
+  quant::recover::RecoveryContext ctx;
+  ctx.calibration = samples.empty() ? nullptr : &list;
+  nlohmann::json record = nlohmann::json::array();
+  SEQTO_ASSIGN_OR_RETURN(ir::Model out, quant::recover::RewriteFloatModel(model, o, ctx, record));
+  if (record.size() != 1) return InternalError(spec.name + ": expected one record, got " + record.dump());
+  return RewrittenForTest{std::move(out), record[0]["result"]};
+}
+
+double MaxRelativeDiff(const Tensor& a, const Tensor& b) {
+  const auto x = a.ToDoubles(), y = b.ToDoubles();
+  if (x.size() != y.size()) return std::numeric_limits<double>::infinity();
+  double m = 0, d = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i])), d = std::max(d, std::fabs(x[i] - y[i]));
+  return d / m;
 }
 
 }  // namespace seqto::testing

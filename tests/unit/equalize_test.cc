@@ -11,6 +11,7 @@
 #include "quant/recover/recover.h"
 #include "runtime/session.h"
 #include "support/test_models.h"
+#include "support/test_quantize.h"
 
 namespace seqto::quant::recover {
 namespace {
@@ -74,34 +75,12 @@ runtime::TensorMap RunModel(const ir::Model& m, const runtime::TensorMap& feeds)
   return out.ok() ? *out : runtime::TensorMap{};
 }
 
-// max |a - b| relative to max |a|.
-double RelativeDiff(const Tensor& a, const Tensor& b) {
-  const auto x = a.ToDoubles(), y = b.ToDoubles();
-  double m = 0, d = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i])), d = std::max(d, std::fabs(x[i] - y[i]));
-  return d / m;
-}
-
-struct Rewritten {
-  ir::Model model;
-  json record;
-};
+using Rewritten = testing::RewrittenForTest;
 
 Rewritten Equalize(const ir::Model& m, const std::string& spec_text, const std::vector<runtime::TensorMap>& samples) {
-  auto spec = ParseRecoverySpec(spec_text, "test");
-  EXPECT_TRUE(spec.ok()) << spec.error().message;
-  QuantOptions o;
-  o.recovery = {*spec};
-  BatchList list;
-  list.num_batches = samples.size();
-  list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return samples[i]; };
-  RecoveryContext ctx;
-  ctx.calibration = samples.empty() ? nullptr : &list;
-  json record = json::array();
-  auto out = RewriteFloatModel(m, o, ctx, record);
-  EXPECT_TRUE(out.ok()) << out.error().message;
-  EXPECT_EQ(record.size(), 1u);
-  return {out.ok() ? *out : m, record.empty() ? json() : record[0]["result"]};
+  auto r = testing::RewriteForTest(m, spec_text, samples);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : Rewritten{m, nullptr};
 }
 
 // Per-output-channel max |w| of a conv weight, and per-input-channel max |w| (the
@@ -134,7 +113,7 @@ TEST(Equalize, SameFloatOutputsAndEqualRanges) {
   // scale. C -> D is, and the model computes the same.
   EXPECT_EQ(init.at("bb").ToDoubles(), m.graph.initializers.at("bb").ToDoubles());
   EXPECT_NE(init.at("wd").ToDoubles(), m.graph.initializers.at("wd").ToDoubles());
-  EXPECT_LT(RelativeDiff(RunModel(m, feeds).at("y"), RunModel(r.model, feeds).at("y")), 1e-5);
+  EXPECT_LT(testing::MaxRelativeDiff(RunModel(m, feeds).at("y"), RunModel(r.model, feeds).at("y")), 1e-5);
   // The input model's tensors are not written through (they share storage).
   EXPECT_EQ(m.graph.initializers.at("wa").ToDoubles(), Chain(0.0f).graph.initializers.at("wa").ToDoubles());
 }
@@ -155,12 +134,12 @@ TEST(Equalize, Relu6ModesReplaceOnlyWhatTheyMay) {
   EXPECT_EQ(clips(unclipped.model), 0);
   EXPECT_EQ(unclipped.record.value("pairs", 0), 3);
   // Same outputs on those samples.
-  EXPECT_LT(RelativeDiff(RunModel(m, small[0]).at("y"), RunModel(unclipped.model, small[0]).at("y")), 1e-5);
+  EXPECT_LT(testing::MaxRelativeDiff(RunModel(m, small[0]).at("y"), RunModel(unclipped.model, small[0]).at("y")), 1e-5);
 
   const Rewritten clipped = Equalize(m, "cle:relu6=1", large);
   EXPECT_EQ(clipped.record.value("relu6_replaced", -1), 0) << clipped.record;
   EXPECT_EQ(clips(clipped.model), 1);
-  EXPECT_LT(RelativeDiff(RunModel(m, large[0]).at("y"), RunModel(clipped.model, large[0]).at("y")), 1e-5);
+  EXPECT_LT(testing::MaxRelativeDiff(RunModel(m, large[0]).at("y"), RunModel(clipped.model, large[0]).at("y")), 1e-5);
 
   const Rewritten forced = Equalize(m, "cle:relu6=2", large);
   EXPECT_EQ(forced.record.value("relu6_replaced", -1), 1) << forced.record;
@@ -202,7 +181,9 @@ TEST(Equalize, HighBiasAbsorptionIsExactWhereAllowed) {
   const auto b_with = with.model.graph.initializers.at("bb").ToDoubles();
   const auto b_without = without.model.graph.initializers.at("bb").ToDoubles();
   for (size_t c = 0; c < b_with.size(); ++c) EXPECT_LT(b_with[c], b_without[c]) << c;
-  EXPECT_LT(RelativeDiff(RunModel(without.model, samples[0]).at("y"), RunModel(with.model, samples[0]).at("y")), 1e-4);
+  EXPECT_LT(
+      testing::MaxRelativeDiff(RunModel(without.model, samples[0]).at("y"), RunModel(with.model, samples[0]).at("y")),
+      1e-4);
 }
 
 // Full per-tensor quantization of `model` (MinMax on `samples`), optionally after

@@ -12,6 +12,7 @@
 #include "quant/recover/recover.h"
 #include "runtime/session.h"
 #include "support/test_models.h"
+#include "support/test_quantize.h"
 #include "tune/config.h"
 
 namespace seqto::quant::recover {
@@ -31,36 +32,12 @@ runtime::TensorMap RunModel(const ir::Model& m, const runtime::TensorMap& feeds)
   return out.ok() ? *out : runtime::TensorMap{};
 }
 
-// max |a - b| relative to max |a|.
-double RelativeDiff(const Tensor& a, const Tensor& b) {
-  const auto x = a.ToDoubles(), y = b.ToDoubles();
-  EXPECT_EQ(x.size(), y.size());
-  double m = 0, d = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-    m = std::max(m, std::fabs(x[i])), d = std::max(d, std::fabs(x[i] - y[i]));
-  return d / m;
-}
-
-struct Rewritten {
-  ir::Model model;
-  json record;
-};
+using Rewritten = testing::RewrittenForTest;
 
 Rewritten Smooth(const ir::Model& m, const std::string& spec_text, const std::vector<runtime::TensorMap>& samples) {
-  auto spec = ParseRecoverySpec(spec_text, "test");
-  EXPECT_TRUE(spec.ok()) << spec.error().message;
-  QuantOptions o;
-  o.recovery = {*spec};
-  BatchList list;
-  list.num_batches = samples.size();
-  list.get = [&](size_t i) -> Expected<runtime::TensorMap> { return samples[i]; };
-  RecoveryContext ctx;
-  ctx.calibration = &list;
-  json record = json::array();
-  auto out = RewriteFloatModel(m, o, ctx, record);
-  EXPECT_TRUE(out.ok()) << out.error().message;
-  EXPECT_EQ(record.size(), 1u);
-  return {out.ok() ? *out : m, record.empty() ? json() : record[0]["result"]};
+  auto r = testing::RewriteForTest(m, spec_text, samples);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : Rewritten{m, nullptr};
 }
 
 // x with channel c of its last axis scaled by `outlier` for c % 5 == 1: the outlier
@@ -81,7 +58,7 @@ void ExpectSameFunction(const ir::Model& m, const ir::Model& r, const Shape& sha
   ASSERT_EQ(a.size(), m.graph.outputs.size());
   for (const auto& [name, t] : a) {
     ASSERT_TRUE(b.count(name)) << name;
-    EXPECT_LT(RelativeDiff(t, b.at(name)), 1e-4) << name;
+    EXPECT_LT(testing::MaxRelativeDiff(t, b.at(name)), 1e-4) << name;
   }
 }
 
