@@ -631,10 +631,17 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     BiasOperands ops{in->second, w->second, info.Initializer(b)};
     if (pw.params.per_channel() && static_cast<size_t>(ops.bias->numel()) != pw.params.scale.size())
       return std::nullopt;
-    // A corrected bias (bias correction) belongs to the quantized node only.
+    // A corrected bias (bias correction) belongs to the quantized node only: at the
+    // plan's precision, or with 16-bit activations, where the node keeps the plan's
+    // weights and most of what the correction repairs is their rounding (on
+    // MobileNetV2 every group at 16-bit activations after cle + bias correction:
+    // 23.0 dB output SQNR with the corrections, 14.9 dB without).
+    const auto keeps_plan_weights = [](Precision p) {
+      return p == Precision::kBase || p == Precision::kInt16Activations;
+    };
     if (auto refined = refinements.values.find(b);
-        refined != refinements.values.end() && precision[bm.node] == Precision::kBase &&
-        pin.precision == Precision::kBase && pw.precision == Precision::kBase &&
+        refined != refinements.values.end() && keeps_plan_weights(precision[bm.node]) &&
+        keeps_plan_weights(pin.precision) && keeps_plan_weights(pw.precision) &&
         refined->second.numel() == ops.bias->numel())
       ops.bias = &refined->second;
     return ops;

@@ -101,9 +101,10 @@ struct QuantGroup {
 
 // What the plan-stage recovery techniques (bias correction, learned rounding) change
 // in the full quantization. Each entry applies only where its tensor is quantized at
-// the plan's own precision: an excluded group (float, or an int16/float16 fallback)
-// uses the float model's values, which is what makes the corrections edits of the
-// quantized model and not of the float one.
+// the plan's own precision (a group given 16-bit activations keeps the plan's
+// weights, so its learned integers and its corrected biases too): an excluded group
+// (float, or an int16/float16 fallback) uses the float model's values, which is what
+// makes the corrections edits of the quantized model and not of the float one.
 struct Refinements {
   // Float values quantized in place of an initializer's own, with the parameters the
   // original would get (so the scales do not move): corrected biases (int32, scale

@@ -323,6 +323,37 @@ TEST(BiasCorrection, AnExcludedGroupGetsItsFloatBiasBack) {
   EXPECT_GE(checked, 10u);
 }
 
+TEST(BiasCorrection, AGroupWithInt16ActivationsKeepsItsCorrectedBias) {
+  // 16-bit activations keep the plan's weights, and the corrections made for the
+  // quantized group (mostly repairing those weights' rounding) stay with them: the
+  // group's int32 bias (at its 16-bit input scale) differs from the uncorrected plan's.
+  const auto batches = Split(SampleImages(), 8);
+  auto model = Example("resnet");
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto q = Quantize(*model, batches, WithBiasCorrection({}));
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  const QuantPlan& plan = q->plan;
+  QuantPlan uncorrected = plan;
+  uncorrected.SetRefinements({});
+  size_t checked = 0;
+  for (const auto& g : plan.groups()) {
+    if (g.op_type != "Conv" || checked == 4) continue;
+    const ir::Node* conv = nullptr;
+    for (const auto& n : plan.prepared_model().graph.nodes)
+      if (n.name == g.name) conv = &n;
+    ASSERT_TRUE(conv);
+    const std::string q_name = conv->inputs.at(2) + "_quantized";
+    auto with = plan.Materialize({g.name}, Fallback::kInt16Activations);
+    auto without = uncorrected.Materialize({g.name}, Fallback::kInt16Activations);
+    ASSERT_TRUE(with.ok() && without.ok());
+    ASSERT_TRUE(with->graph.initializers.count(q_name)) << q_name;
+    EXPECT_NE(with->graph.initializers.at(q_name).ToInt64s(), without->graph.initializers.at(q_name).ToInt64s())
+        << g.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4u);
+}
+
 TEST(BiasCorrection, TheModelCarriesTheRecord) {
   const auto batches = Split(SampleImages(), 3);  // 3 + 3 + 2
   auto model = Example("mobilenetv2");
