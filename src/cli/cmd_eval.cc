@@ -144,8 +144,7 @@ int RunEval(const EvalArgs& a) {
     auto model = onnxio::LoadModel(a.model);
     if (!model) return fail(model.error());
     if (Status s = RequireOutputs(*model, a.model); !s.ok()) return fail(s.error());
-    for (const auto& in : model->graph.inputs)
-      if (!model->graph.initializers.count(in.name)) inputs.push_back(in);
+    inputs = model->graph.inputs;  // the loader leaves out initializers listed as inputs
     output0 = model->graph.outputs[0].name;
   }
   std::unique_ptr<runtime::Session> reference;

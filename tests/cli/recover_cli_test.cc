@@ -17,13 +17,11 @@ using namespace cli_test;
 namespace fs = std::filesystem;
 const fs::path kExamples = fs::path(SEQTO_SOURCE_DIR) / "examples/fashion-mnist";
 
-std::vector<std::string> QuantizeArgs(const fs::path& out) { return FashionMobilenetQuantizeArgs(out); }
-
 // `seqto quantize` with `extra` flags fails with one error line holding `parts`, and
 // writes no model.
 void ExpectQuantizeError(const fs::path& out, const std::vector<std::string>& extra,
                          const std::vector<std::string>& parts) {
-  std::vector<std::string> args = QuantizeArgs(out);
+  std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   args.insert(args.end(), extra.begin(), extra.end());
   cli_test::ExpectUserError(args, parts, "seqto quantize: error: ");
   EXPECT_FALSE(fs::exists(out));
@@ -32,7 +30,7 @@ void ExpectQuantizeError(const fs::path& out, const std::vector<std::string>& ex
 TEST(RecoverCli, EqualizationRunsAndIsRecordedInTheModel) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "cle.onnx", json = dir / "q.json";
-  std::vector<std::string> args = QuantizeArgs(out);
+  std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   for (const char* a : {"--recover", "cle:relu6=2,iterations=50", "--json"}) args.push_back(a);
   args.push_back(json.string());
   const Result r = RunSeqto(args);
@@ -62,7 +60,7 @@ TEST(RecoverCli, EqualizationRunsAndIsRecordedInTheModel) {
 
 TEST(RecoverCli, WithoutTechniquesTheModelHasNoRecord) {
   const fs::path out = TempDir() / "plain.onnx";
-  const std::vector<std::string> args = QuantizeArgs(out);
+  const std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   const Result r = RunSeqto(args);
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
   EXPECT_TRUE(RecoveryRecord(out).is_null());
@@ -72,7 +70,7 @@ TEST(RecoverCli, ConfigListRunsTheSameTechnique) {
   const fs::path dir = TempDir();
   const fs::path config = dir / "q.json", out = dir / "cle.onnx";
   std::ofstream(config) << R"({"recovery": [{"name": "cle", "relu6": 2}]})";
-  std::vector<std::string> args = QuantizeArgs(out);
+  std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   args.push_back("--config");
   args.push_back(config.string());
   const Result r = RunSeqto(args);
@@ -105,7 +103,7 @@ TEST(RecoverCli, BadSpecsAreOneClearError) {
 TEST(RecoverCli, AdaRoundLearnsTheRoundingOfTheBundledModel) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "ada.onnx", plain = dir / "plain.onnx";
-  std::vector<std::string> args = QuantizeArgs(out);
+  std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   for (const char* a : {"--recover", "adaround:iterations=50,samples=4,positions=8"}) args.push_back(a);
   const Result r = RunSeqto(args);
   ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
@@ -121,7 +119,7 @@ TEST(RecoverCli, AdaRoundLearnsTheRoundingOfTheBundledModel) {
   EXPECT_EQ(result.value("samples", 0), 4) << result;
   EXPECT_GT(result.value("flipped", 0.0), 0.0) << result;
   // The learned integers differ from round-to-nearest's, never by more than one.
-  const std::vector<std::string> plain_args = QuantizeArgs(plain);
+  const std::vector<std::string> plain_args = FashionMobilenetQuantizeArgs(plain);
   ASSERT_EQ(RunSeqto(plain_args).exit_code, 0);
   auto a = onnxio::LoadModel(out.string());
   auto b = onnxio::LoadModel(plain.string());

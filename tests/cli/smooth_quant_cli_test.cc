@@ -19,14 +19,11 @@ namespace {
 
 using namespace cli_test;
 namespace fs = std::filesystem;
-const fs::path kExamples = fs::path(SEQTO_SOURCE_DIR) / "examples/fashion-mnist";
-
-std::vector<std::string> QuantizeArgs(const fs::path& out) { return FashionMobilenetQuantizeArgs(out); }
 
 TEST(SmoothQuantCli, SmoothsTheClassifierInputAndRecordsIt) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "sq.onnx", json = dir / "q.json";
-  std::vector<std::string> args = QuantizeArgs(out);
+  std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   for (const char* a : {"--recover", "smooth_quant:alpha=0.6,folding=false", "--json"}) args.push_back(a);
   args.push_back(json.string());
   const Result r = RunSeqto(args);
@@ -70,7 +67,7 @@ TEST(SmoothQuantCli, OrtExtraOptionsRunTheSameTechnique) {
   const fs::path dir = TempDir();
   const fs::path config = dir / "q.json", out = dir / "sq.onnx";
   std::ofstream(config) << R"({"extra_options": {"SmoothQuant": true, "SmoothQuantAlpha": "auto"}})";
-  std::vector<std::string> args = QuantizeArgs(out);
+  std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
   args.push_back("--config");
   args.push_back(config.string());
   const Result r = RunSeqto(args);
@@ -86,7 +83,7 @@ TEST(SmoothQuantCli, BadValuesAreOneClearError) {
   const fs::path dir = TempDir();
   const fs::path out = dir / "bad.onnx", config = dir / "bad.json";
   auto expect_error = [&](const std::vector<std::string>& extra, const std::vector<std::string>& parts) {
-    std::vector<std::string> args = QuantizeArgs(out);
+    std::vector<std::string> args = FashionMobilenetQuantizeArgs(out);
     args.insert(args.end(), extra.begin(), extra.end());
     ExpectUserError(args, parts, "seqto quantize: error: ");
     EXPECT_FALSE(fs::exists(out));
