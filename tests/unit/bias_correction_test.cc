@@ -282,11 +282,22 @@ TEST(BiasCorrection, RemovesTheMeanErrorOfEveryCorrectedOutput) {
   }
 }
 
+// The bundled ResNet quantized per tensor with bias correction on 8 sample images.
+Expected<Quantized> CorrectedResnet() {
+  SEQTO_ASSIGN_OR_RETURN(ir::Model model, Example("resnet"));
+  return Quantize(model, Split(SampleImages(), 8), WithBiasCorrection({}));
+}
+
+// The bias input of the conv a group is named after.
+std::string ConvBias(const QuantPlan& plan, const std::string& group) {
+  for (const auto& n : plan.prepared_model().graph.nodes)
+    if (n.name == group) return n.inputs.at(2);
+  ADD_FAILURE() << "no node " << group;
+  return "";
+}
+
 TEST(BiasCorrection, AnExcludedGroupGetsItsFloatBiasBack) {
-  const auto batches = Split(SampleImages(), 8);
-  auto model = Example("resnet");
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto q = Quantize(*model, batches, WithBiasCorrection({}));
+  auto q = CorrectedResnet();
   ASSERT_TRUE(q.ok()) << q.error().message;
   const QuantPlan& plan = q->plan;
   const ir::Graph& prepared = plan.prepared_model().graph;
@@ -298,11 +309,7 @@ TEST(BiasCorrection, AnExcludedGroupGetsItsFloatBiasBack) {
   size_t checked = 0;
   for (const auto& g : plan.groups()) {
     if (g.op_type != "Conv") continue;
-    const ir::Node* conv = nullptr;
-    for (const auto& n : prepared.nodes)
-      if (n.name == g.name) conv = &n;
-    ASSERT_TRUE(conv);
-    const std::string& b = conv->inputs.at(2);
+    const std::string b = ConvBias(plan, g.name);
     ASSERT_TRUE(plan.refinements().values.count(b)) << b;
     // Quantized: the int32 bias is the corrected one.
     const std::string q_name = b + "_quantized";
@@ -327,10 +334,7 @@ TEST(BiasCorrection, AGroupWithInt16ActivationsKeepsItsCorrectedBias) {
   // 16-bit activations keep the plan's weights, and the corrections made for the
   // quantized group (mostly repairing those weights' rounding) stay with them: the
   // group's int32 bias (at its 16-bit input scale) differs from the uncorrected plan's.
-  const auto batches = Split(SampleImages(), 8);
-  auto model = Example("resnet");
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto q = Quantize(*model, batches, WithBiasCorrection({}));
+  auto q = CorrectedResnet();
   ASSERT_TRUE(q.ok()) << q.error().message;
   const QuantPlan& plan = q->plan;
   QuantPlan uncorrected = plan;
@@ -338,11 +342,7 @@ TEST(BiasCorrection, AGroupWithInt16ActivationsKeepsItsCorrectedBias) {
   size_t checked = 0;
   for (const auto& g : plan.groups()) {
     if (g.op_type != "Conv" || checked == 4) continue;
-    const ir::Node* conv = nullptr;
-    for (const auto& n : plan.prepared_model().graph.nodes)
-      if (n.name == g.name) conv = &n;
-    ASSERT_TRUE(conv);
-    const std::string q_name = conv->inputs.at(2) + "_quantized";
+    const std::string q_name = ConvBias(plan, g.name) + "_quantized";
     auto with = plan.Materialize({g.name}, Fallback::kInt16Activations);
     auto without = uncorrected.Materialize({g.name}, Fallback::kInt16Activations);
     ASSERT_TRUE(with.ok() && without.ok());
