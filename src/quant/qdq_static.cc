@@ -639,11 +639,11 @@ Expected<StaticPlan> PlanStatic(const GraphInfo& info, const QuantOptions& optio
     const auto keeps_plan_weights = [](Precision p) {
       return p == Precision::kBase || p == Precision::kInt16Activations;
     };
-    if (auto refined = refinements.values.find(b);
-        refined != refinements.values.end() && keeps_plan_weights(precision[bm.node]) &&
-        keeps_plan_weights(pin.precision) && keeps_plan_weights(pw.precision) &&
-        refined->second.numel() == ops.bias->numel())
-      ops.bias = &refined->second;
+    // Measured with 16-bit activations where the node has them (Refinements).
+    if (const Tensor* refined = refinements.Value(b, precision[bm.node] == Precision::kInt16Activations);
+        refined && keeps_plan_weights(precision[bm.node]) && keeps_plan_weights(pin.precision) &&
+        keeps_plan_weights(pw.precision) && refined->numel() == ops.bias->numel())
+      ops.bias = refined;
     return ops;
   };
   auto with_beta = [](QuantParams wp, float beta) {
@@ -799,9 +799,11 @@ Expected<Tensor> QuantizedInitializer(const Tensor& w, const PlannedTensor& pt, 
       return it->second;
     }
   }
-  if (pt.precision == Precision::kBase)
-    if (auto it = refinements.values.find(pt.name); it != refinements.values.end())
-      return QuantizeTensor(it->second, pt.params);
+  // A corrected constant quantized as an activation: 16-bit in a group with 16-bit
+  // activations, which takes the value measured so (Refinements).
+  if (plan_weights)
+    if (const Tensor* refined = refinements.Value(pt.name, pt.precision == Precision::kInt16Activations))
+      return QuantizeTensor(*refined, pt.params);
   return QuantizeTensor(w, pt.params);
 }
 

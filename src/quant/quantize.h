@@ -110,10 +110,24 @@ struct Refinements {
   // original would get (so the scales do not move): corrected biases (int32, scale
   // s_in * s_w) and corrected constant inputs.
   std::map<std::string, Tensor> values;
+  // The same, measured with the groups at 16-bit activations, for a node that has
+  // them (it takes `values` where this has no entry). A correction repairs the mean
+  // error its node's inputs bring, and 8-bit inputs bring a different one: on
+  // MobileNetV2 per channel, every group at 16-bit activations agrees with float on
+  // 97.25% of the photos with the 8-bit corrections and 98.25% with its own.
+  std::map<std::string, Tensor> int16_activation_values;
   // Integer values (the storage type of the weight's parameters) used in place of
   // rounding a weight: learned rounding.
   std::map<std::string, Tensor> weight_integers;
-  bool empty() const { return values.empty() && weight_integers.empty(); }
+  bool empty() const { return values.empty() && int16_activation_values.empty() && weight_integers.empty(); }
+  // The refined value of `name` for a tensor quantized with (`int16_activations`) or
+  // without 16-bit activations, or nullptr.
+  const Tensor* Value(const std::string& name, bool int16_activations) const {
+    if (int16_activations)
+      if (auto it = int16_activation_values.find(name); it != int16_activation_values.end()) return &it->second;
+    auto it = values.find(name);
+    return it != values.end() ? &it->second : nullptr;
+  }
 };
 
 // What an excluded group falls back to.

@@ -310,17 +310,23 @@ Status Calibrate(TuneRun& run) {
 
 Status Plan(TuneRun& run) {
   const quant::QuantOptions& qopts = run.quant_options;
-  if (run.plan) {  // the recipes stage built and refined it
-    run.Say("quantization plan: " + std::to_string(run.plan->groups().size()) + " groups");
-    return Status::Ok();
+  const bool refined = run.plan.has_value();  // the recipes stage built and refined it
+  // The sweep gives groups 16-bit activations: those get refinements of their own
+  // (bias correction measured at 16 bits), for the chosen recipe only.
+  const bool int16_activations = run.config.fallback == quant::Fallback::kInt16Activations;
+  if (!refined || int16_activations) {
+    quant::BatchList samples;
+    SEQTO_ASSIGN_OR_RETURN(quant::recover::RecoveryContext ctx, RecoveryContextOf(run, samples));
+    if (!refined) {
+      SEQTO_ASSIGN_OR_RETURN(run.plan,
+                             quant::QuantPlan::Create(run.prepared, qopts,
+                                                      qopts.mode == quant::QuantMode::kStatic ? &run.ranges : nullptr));
+      // The chosen recipe's plan-stage techniques (bias correction, learned rounding).
+      SEQTO_RETURN_IF_ERROR(quant::recover::RefinePlan(*run.plan, ctx, run.recovery_record));
+    }
+    if (int16_activations)
+      SEQTO_RETURN_IF_ERROR(quant::recover::RefinePlanForInt16Activations(*run.plan, ctx, run.recovery_record));
   }
-  SEQTO_ASSIGN_OR_RETURN(
-      run.plan,
-      quant::QuantPlan::Create(run.prepared, qopts, qopts.mode == quant::QuantMode::kStatic ? &run.ranges : nullptr));
-  // The chosen recipe's plan-stage techniques (bias correction, learned rounding).
-  quant::BatchList samples;
-  SEQTO_ASSIGN_OR_RETURN(quant::recover::RecoveryContext ctx, RecoveryContextOf(run, samples));
-  SEQTO_RETURN_IF_ERROR(quant::recover::RefinePlan(*run.plan, ctx, run.recovery_record));
   run.Say("quantization plan: " + std::to_string(run.plan->groups().size()) + " groups");
   return Status::Ok();
 }

@@ -1,8 +1,9 @@
 // The recipes stage of `seqto tune` end to end on the bundled Fashion-MNIST ResNet:
 // every recipe of a list is measured and recorded, the best is the one the sweep
 // builds on (its techniques in the candidates' metadata), a resumed run reads the
-// choice instead of trying again, a forced recipe skips the stage, and bad values are
-// one clear error.
+// choice instead of trying again, a forced recipe skips the stage, groups given 16-bit
+// activations get the chosen recipe's refinements measured for them, and bad values
+// are one clear error.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -123,6 +124,44 @@ TEST(RecipesCli, AForcedRecipeSkipsTheStage) {
   // config.json gives the same run when parsed again: the forced recipe is in it.
   EXPECT_EQ(ReadJson(run / "config.json")["quantization"]["recovery"][0]["name"], "cle");
   EXPECT_FALSE(ReadJson(run / "config.json").contains("recipes"));
+}
+
+TEST(RecipesCli, WithTheInt16ActivationFallbackTheChosenRecipeIsRefinedFor16BitGroups) {
+  // The sweep gives groups 16-bit activations: bias correction measures its
+  // corrections a second time with the groups at 16 bits, for the chosen recipe
+  // (built by the recipes stage, or forced), and the candidates record both.
+  for (const bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "forced" : "chosen");
+    const fs::path dir = TempDir(), run = dir / "run";
+    json c = SmallConfig(run);
+    if (forced)
+      c["quantization"]["recovery"] = {"bias_correction"};
+    else
+      c["recipes"] = {"none", "bias_correction"};
+    c["search"]["fallback"] = "int16_activations";
+    const fs::path config = WriteConfig(dir, c);
+    const std::vector<std::string> args = {"tune", config.string(), "--no-report"};
+    const Result r = RunSeqto(args, std::chrono::seconds(300));
+    ASSERT_EQ(r.exit_code, 0) << Describe(args, r);
+    const json report = ReadJson(run / "report.json");
+    const json meta = RecoveryOf(run / report["cycles"][1]["model_file"].get<std::string>());
+    if (!forced && report["recipe"]["name"] == "none") {  // a list's choice depends on the data
+      EXPECT_TRUE(meta.is_null()) << meta;
+      continue;
+    }
+    EXPECT_NE(r.err.find("bias correction (16-bit activations) pass 1/1"), std::string::npos) << r.err;
+    ASSERT_TRUE(meta.is_array()) << meta;
+    std::vector<std::string> stages;
+    for (const auto& e : meta) {
+      EXPECT_EQ(e["name"], "bias_correction");
+      stages.push_back(e["stage"]);
+      if (e["stage"] != "float") {
+        EXPECT_GT(e["result"]["corrected"].get<int>(), 0) << e;
+      }
+    }
+    EXPECT_EQ(stages, (std::vector<std::string>{"float", "plan", "plan_int16_activations"}));
+    EXPECT_EQ(report["recipe"]["techniques"].size(), 3u);
+  }
 }
 
 TEST(RecipesCli, BadValuesAreOneClearError) {

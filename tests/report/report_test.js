@@ -84,7 +84,9 @@ test('the recipes stage shows as a table with the chosen recipe marked, names es
   editReport(dir, (r) => {
     r.recipes = [recipe('none', 4, 10.79), recipe('cle<b>x</b>', 6, 11.79), recipe('cle+bias_correction', 0, 15.07)];
     r.recipe = { name: 'cle+bias_correction', mode: 'auto',
-      techniques: [{ name: 'cle', stage: 'float', result: { pairs: 29 } }] };
+      techniques: [{ name: 'cle', stage: 'float', result: { pairs: 29 } },
+        { name: 'bias_correction', stage: 'plan', result: { corrected: 52 } },
+        { name: 'bias_correction', stage: 'plan_int16_activations', result: { corrected: 51 } }] };
   });
   const r = seqto(['report', dir]);
   assert.equal(r.status, 0, r.stderr);
@@ -93,6 +95,9 @@ test('the recipes stage shows as a table with the chosen recipe marked, names es
   assert.ok(html.includes('cle+bias_correction (chosen)'), 'the chosen recipe is marked');
   assert.ok(html.includes('15.1'), 'its output SQNR is shown');
   assert.ok(html.includes('{&quot;pairs&quot;:29}'), 'what the chosen techniques did');
+  assert.ok(html.includes('<b>bias_correction</b> (plan stage): '), 'the stage each ran in');
+  assert.ok(html.includes('<b>bias_correction</b> (plan stage, for 16-bit-activation groups): ' +
+    '<code>{&quot;corrected&quot;:51}'), 'the refinement for 16-bit-activation groups');
   assert.ok(!html.includes('cle<b>x</b>'), 'recipe names are escaped');
   // Without the stage, no section.
   const plain = path.join(WORK, 'no-recipes');

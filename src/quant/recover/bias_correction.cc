@@ -44,6 +44,13 @@
 // in 64 MB), the quantized one once per pass; sums are kept in double per channel
 // and no activation outlives its batch.
 //
+// For groups the tuner may give 16-bit activations (refine_plan_int16_activations),
+// the same measurement runs a second time with every group at 16-bit activations and
+// its corrections go to Refinements::int16_activation_values, starting from the
+// 8-bit ones: those also repair the mean error 8-bit inputs bring, which a 16-bit
+// group does not have (on MobileNetV2 per channel, every group at 16 bits: 97.25% ->
+// 98.75% top-1 agreement with float).
+//
 // Float stage: a Conv/Gemm with a constant weight and no bias gets a zero one (the
 // float output does not change), so that its error can be corrected too.
 #include <algorithm>
@@ -418,12 +425,27 @@ Expected<PassResult> RunPass(const std::vector<Target>& targets, runtime::Sessio
   return result;
 }
 
-Status RefinePlan(QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext& ctx, json& record) {
+// The quantization the corrections are measured on: the full one, or (for
+// Refinements::int16_activation_values) every group at 16-bit activations.
+Expected<ir::Model> MaterializeMeasured(const QuantPlan& plan, bool int16_activations) {
+  if (!int16_activations) return plan.Materialize();
+  std::set<std::string> every_group;
+  for (const auto& g : plan.groups()) every_group.insert(g.name);
+  return plan.Materialize(every_group, Fallback::kInt16Activations);
+}
+
+// Measures and corrects the biases on the full quantization, or with every group at
+// 16-bit activations (`int16_activations`: the corrections then go to
+// Refinements::int16_activation_values and start from what such a group used before).
+Status RefinePlan(QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext& ctx, json& record,
+                  bool int16_activations) {
   const int passes = static_cast<int>(OptionValue(spec, "passes"));
   const int64_t samples = static_cast<int64_t>(OptionValue(spec, "samples"));
   const ir::Model& float_model = plan.prepared_model();
   Refinements refinements = plan.refinements();
-  SEQTO_ASSIGN_OR_RETURN(ir::Model full, plan.Materialize());
+  std::map<std::string, Tensor>& corrected =
+      int16_activations ? refinements.int16_activation_values : refinements.values;
+  SEQTO_ASSIGN_OR_RETURN(ir::Model full, MaterializeMeasured(plan, int16_activations));
   const std::vector<Target> targets = FindTargets(float_model.graph, full.graph);
   record["corrected"] = targets.size();
   record["passes"] = 0;
@@ -434,9 +456,8 @@ Status RefinePlan(QuantPlan& plan, const RecoverySpec& spec, const RecoveryConte
   std::vector<Tensor> bias(targets.size());
   int64_t total_channels = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
-    auto it = refinements.values.find(targets[i].bias);
-    bias[i] =
-        (it != refinements.values.end() ? it->second : float_model.graph.initializers.at(targets[i].bias)).Clone();
+    const Tensor* refined = refinements.Value(targets[i].bias, int16_activations);
+    bias[i] = (refined ? *refined : float_model.graph.initializers.at(targets[i].bias)).Clone();
     if (bias[i].numel() != targets[i].channels || bias[i].dtype() != DType::kFloat32)
       return InternalError("bias correction: the refined bias '" + targets[i].bias + "' does not match its node");
     total_channels += targets[i].channels;
@@ -458,7 +479,7 @@ Status RefinePlan(QuantPlan& plan, const RecoverySpec& spec, const RecoveryConte
     const auto start = std::chrono::steady_clock::now();
     if (pass > 0) {
       plan.SetRefinements(refinements);
-      SEQTO_ASSIGN_OR_RETURN(full, plan.Materialize());
+      SEQTO_ASSIGN_OR_RETURN(full, MaterializeMeasured(plan, int16_activations));
     }
     SEQTO_ASSIGN_OR_RETURN(auto quant_session, SessionFor(full, targets, true, ctx.threads));
     const bool run_float = pass == 0 || !keep_float;
@@ -483,13 +504,13 @@ Status RefinePlan(QuantPlan& plan, const RecoverySpec& spec, const RecoveryConte
         b[c] = static_cast<float>(b[c] + r.shift[i][c] * targets[i].gain);
         abs_shift += std::fabs(r.shift[i][c]);
       }
-      refinements.values[targets[i].bias] = bias[i];
+      corrected[targets[i].bias] = bias[i];
     }
     shift_by_pass.push_back(spread > 0 ? abs_shift / spread : 0.0);
     if (ctx.say)
-      ctx.say("bias correction pass " + std::to_string(pass + 1) + "/" + std::to_string(passes) +
-              ": mean |shift| / std " + std::to_string(shift_by_pass.back().get<double>()) + ", " +
-              std::to_string(Seconds(start)) + " s");
+      ctx.say(std::string("bias correction") + (int16_activations ? " (16-bit activations)" : "") + " pass " +
+              std::to_string(pass + 1) + "/" + std::to_string(passes) + ": mean |shift| / std " +
+              std::to_string(shift_by_pass.back().get<double>()) + ", " + std::to_string(Seconds(start)) + " s");
   }
   plan.SetRefinements(refinements);
 
@@ -561,8 +582,10 @@ Technique MakeBiasCorrectionTechnique() {
   t.rewrite_float = [](const ir::Model& prepared, const RecoverySpec&, const RecoveryContext&,
                        json& record) -> Expected<ir::Model> { return AddZeroBiases(prepared, record); };
   t.refine_plan = [](QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext& ctx, json& record) {
-    return RefinePlan(plan, spec, ctx, record);
+    return RefinePlan(plan, spec, ctx, record, false);
   };
+  t.refine_plan_int16_activations = [](QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext& ctx,
+                                       json& record) { return RefinePlan(plan, spec, ctx, record, true); };
   return t;
 }
 

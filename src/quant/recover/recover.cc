@@ -62,19 +62,25 @@ Expected<ir::Model> RewriteFloatModel(const ir::Model& prepared, const QuantOpti
   return model;
 }
 
-Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
+namespace {
+
+// Runs one plan-stage hook (`which`) of every technique of the plan's options that
+// has it, recording each under `stage`, then stores the record in the plan.
+Status RunPlanStage(QuantPlan& plan, const RecoveryContext& ctx, json& record,
+                    Technique::RefinePlanFn Technique::*which, const char* stage) {
   SEQTO_RETURN_IF_ERROR(CheckRecoverySpecs(plan.options()));
   if (!record.is_array()) record = json::array();
   RecoveryContext with_options = ctx;
   with_options.options = &plan.options();
   for (const auto& [t, spec] : InRunOrder(plan.options())) {
-    if (!t->refine_plan) continue;
+    const Technique::RefinePlanFn& refine = t->*which;
+    if (!refine) continue;
     SEQTO_RETURN_IF_ERROR(CheckData(*t, ctx));
     const auto start = std::chrono::steady_clock::now();
     json what = json::object();
-    SEQTO_RETURN_IF_ERROR(t->refine_plan(plan, *spec, with_options, what));
+    SEQTO_RETURN_IF_ERROR(refine(plan, *spec, with_options, what));
     json entry = RecoverySpecToJson(*spec);
-    entry["stage"] = "plan";
+    entry["stage"] = stage;
     entry["seconds"] = Seconds(start);
     entry["result"] = std::move(what);
     record.push_back(std::move(entry));
@@ -85,6 +91,16 @@ Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
   for (auto& entry : timeless) entry.erase("seconds");
   plan.SetRecoveryRecord(timeless.empty() ? std::string() : timeless.dump());
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RefinePlan(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
+  return RunPlanStage(plan, ctx, record, &Technique::refine_plan, "plan");
+}
+
+Status RefinePlanForInt16Activations(QuantPlan& plan, const RecoveryContext& ctx, json& record) {
+  return RunPlanStage(plan, ctx, record, &Technique::refine_plan_int16_activations, "plan_int16_activations");
 }
 
 Expected<double> FloatOutputSqnr(const ir::Model& original, const ir::Model& changed, const RecoveryContext& ctx) {

@@ -68,8 +68,14 @@ struct Technique {
                                     nlohmann::json& record)>
       rewrite_float;
   // Plan stage: edits plan.refinements().
-  std::function<Status(QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext& ctx, nlohmann::json& record)>
-      refine_plan;
+  using RefinePlanFn = std::function<Status(QuantPlan& plan, const RecoverySpec& spec, const RecoveryContext& ctx,
+                                            nlohmann::json& record)>;
+  RefinePlanFn refine_plan;
+  // Plan stage again, for groups given 16-bit activations (the tuner's
+  // int16_activations fallback): refines what differs there, after refine_plan (bias
+  // correction: Refinements::int16_activation_values). Empty: such a group uses
+  // refine_plan's edits.
+  RefinePlanFn refine_plan_int16_activations;
 };
 
 // All techniques, in the order they run.

@@ -104,7 +104,10 @@ function recipesSection(report) {
     `<th class="num">Acc. loss (pts)</th><th class="num">Top-1 disagr. (%)</th><th class="num">Output SQNR (dB)</th>` +
     `<th class="num">Size (MB)</th><th class="num">Latency p50 (ms)</th><th class="num">Time (s)</th></tr></thead>` +
     `<tbody>${rows.join('')}</tbody></table></div>` : '';
-  const used = techniques.map((t) => `<li><b>${esc(t.name)}</b> (${esc(t.stage || '')} stage): ` +
+  // plan_int16_activations: the plan stage again, for the groups the sweep gives
+  // 16-bit activations (search.fallback int16_activations).
+  const stageName = (s) => (s === 'plan_int16_activations' ? 'plan stage, for 16-bit-activation groups' : `${s || ''} stage`);
+  const used = techniques.map((t) => `<li><b>${esc(t.name)}</b> (${esc(stageName(t.stage))}): ` +
     `<code>${esc(JSON.stringify(t.result || {}))}</code></li>`).join('');
   return `<h2>Recipes</h2>
 <p class="caption">Before the sweep, the full quantization was measured under each recipe (a set of accuracy-recovery techniques) on the ranking samples, against the float model; the sweep below starts from the chosen one${chosen ? ` (<b>${esc(chosen)}</b>)` : ''}. What its techniques did:</p>
