@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -251,10 +252,11 @@ const json* PlanEntry(const json& record) {
   return nullptr;
 }
 
-TEST(BiasCorrection, RemovesTheMeanErrorOfEveryCorrectedOutput) {
-  // One batch: the correction is exact there (with several, each batch's shifts are
-  // averaged, which TheModelCarriesTheRecord runs).
-  const auto batches = Split(SampleImages(), 8);
+// The bundled ResNet and MobileNetV2, per tensor and per channel, each quantized with
+// bias correction on `batches`: `check(name, per_channel, quantized)` runs on each
+// (inside a SCOPED_TRACE naming it).
+void ForEachCorrectedExample(const std::vector<runtime::TensorMap>& batches,
+                             const std::function<void(const char*, bool, Quantized&)>& check) {
   for (const char* name : {"resnet", "mobilenetv2"}) {
     for (bool per_channel : {false, true}) {
       SCOPED_TRACE(std::string(name) + (per_channel ? " per-channel" : " per-tensor"));
@@ -264,37 +266,49 @@ TEST(BiasCorrection, RemovesTheMeanErrorOfEveryCorrectedOutput) {
       o.per_channel = per_channel;
       auto q = Quantize(*model, batches, WithBiasCorrection(o));
       ASSERT_TRUE(q.ok()) << q.error().message;
-      const json* entry = PlanEntry(q->record);
-      ASSERT_TRUE(entry);
-      const ErrorCheck check = CheckMeanError(q->plan, batches);
-      // Every quantized Conv/Gemm of these models has a bias.
-      size_t convs = 0;
-      for (const auto& g : q->plan.groups()) convs += g.op_type == "Conv" || g.op_type == "Gemm";
-      EXPECT_EQ(check.values, convs);
-      EXPECT_EQ((*entry)["result"].value("corrected", 0u), check.values);
-      std::printf("[%s %s] mean |error| / std summed over %zu outputs: %.4f before, %.4f after (worst %.4f)\n", name,
-                  per_channel ? "per-channel" : "per-tensor", check.values, check.before, check.after,
-                  check.worst_after);
-      EXPECT_LT(check.after, 0.3 * check.before);
-      EXPECT_LT(check.worst_after, 0.01);
-      QuantPlan uncorrected = q->plan;
-      uncorrected.SetRefinements({});
-      auto full = q->plan.Materialize();
-      auto plain = uncorrected.Materialize();
-      ASSERT_TRUE(full.ok() && plain.ok());
-      const double loss_before = OutputLoss(q->plan.prepared_model(), *plain, batches);
-      const double loss_after = OutputLoss(q->plan.prepared_model(), *full, batches);
-      std::printf("    output loss %.5f before, %.5f after\n", loss_before, loss_after);
-      // Per tensor, the output gets closer to the float model's. Per channel the mean
-      // errors are small to begin with (ResNet: 0.5% of the std per output) and the
-      // correction fits these 8 images' noise: the ResNet's output loss rises from
-      // 0.00020 to 0.00029; bounded here.
-      if (per_channel)
-        EXPECT_LE(loss_after, 1.6 * loss_before);
-      else
-        EXPECT_LE(loss_after, loss_before);
+      check(name, per_channel, *q);
     }
   }
+}
+
+// The quantized Conv/Gemm groups: every one has a bias in the bundled models.
+size_t ConvAndGemmGroups(const QuantPlan& plan) {
+  size_t n = 0;
+  for (const auto& g : plan.groups()) n += g.op_type == "Conv" || g.op_type == "Gemm";
+  return n;
+}
+
+TEST(BiasCorrection, RemovesTheMeanErrorOfEveryCorrectedOutput) {
+  // One batch: the correction is exact there (with several, each batch's shifts are
+  // averaged, which TheModelCarriesTheRecord runs).
+  const auto batches = Split(SampleImages(), 8);
+  ForEachCorrectedExample(batches, [&](const char* name, bool per_channel, Quantized& q) {
+    const json* entry = PlanEntry(q.record);
+    ASSERT_TRUE(entry);
+    const ErrorCheck check = CheckMeanError(q.plan, batches);
+    EXPECT_EQ(check.values, ConvAndGemmGroups(q.plan));
+    EXPECT_EQ((*entry)["result"].value("corrected", 0u), check.values);
+    std::printf("[%s %s] mean |error| / std summed over %zu outputs: %.4f before, %.4f after (worst %.4f)\n", name,
+                per_channel ? "per-channel" : "per-tensor", check.values, check.before, check.after, check.worst_after);
+    EXPECT_LT(check.after, 0.3 * check.before);
+    EXPECT_LT(check.worst_after, 0.01);
+    QuantPlan uncorrected = q.plan;
+    uncorrected.SetRefinements({});
+    auto full = q.plan.Materialize();
+    auto plain = uncorrected.Materialize();
+    ASSERT_TRUE(full.ok() && plain.ok());
+    const double loss_before = OutputLoss(q.plan.prepared_model(), *plain, batches);
+    const double loss_after = OutputLoss(q.plan.prepared_model(), *full, batches);
+    std::printf("    output loss %.5f before, %.5f after\n", loss_before, loss_after);
+    // Per tensor, the output gets closer to the float model's. Per channel the mean
+    // errors are small to begin with (ResNet: 0.5% of the std per output) and the
+    // correction fits these 8 images' noise: the ResNet's output loss rises from
+    // 0.00020 to 0.00029; bounded here.
+    if (per_channel)
+      EXPECT_LE(loss_after, 1.6 * loss_before);
+    else
+      EXPECT_LE(loss_after, loss_before);
+  });
 }
 
 // The bundled ResNet quantized per tensor with bias correction on 8 sample images.
@@ -379,43 +393,33 @@ TEST(BiasCorrection, GroupsWithInt16ActivationsGetCorrectionsMeasuredThere) {
   recover::RecoveryContext ctx;
   ctx.calibration = &list;
   ctx.threads = 1;
-  for (const char* name : {"resnet", "mobilenetv2"}) {
-    for (bool per_channel : {false, true}) {
-      SCOPED_TRACE(std::string(name) + (per_channel ? " per-channel" : " per-tensor"));
-      auto model = Example(name);
-      ASSERT_TRUE(model.ok()) << model.error().message;
-      QuantOptions o;
-      o.per_channel = per_channel;
-      auto q = Quantize(*model, batches, WithBiasCorrection(o));
-      ASSERT_TRUE(q.ok()) << q.error().message;
-      const QuantPlan eight_bit_corrections = q->plan;
-      auto full_before = q->plan.Materialize();
-      ASSERT_TRUE(full_before.ok());
-      ASSERT_TRUE(recover::RefinePlanForInt16Activations(q->plan, ctx, q->record).ok());
+  ForEachCorrectedExample(batches, [&](const char* name, bool per_channel, Quantized& q) {
+    const QuantPlan eight_bit_corrections = q.plan;
+    auto full_before = q.plan.Materialize();
+    ASSERT_TRUE(full_before.ok());
+    ASSERT_TRUE(recover::RefinePlanForInt16Activations(q.plan, ctx, q.record).ok());
 
-      const json& entry = q->record.back();
-      EXPECT_EQ(entry.value("name", ""), "bias_correction");
-      EXPECT_EQ(entry.value("stage", ""), "plan_int16_activations");
-      size_t convs = 0;
-      for (const auto& g : q->plan.groups()) convs += g.op_type == "Conv" || g.op_type == "Gemm";
-      EXPECT_EQ(entry["result"].value("corrected", 0u), convs);
-      EXPECT_EQ(q->plan.refinements().int16_activation_values.size(), convs);
+    const json& entry = q.record.back();
+    EXPECT_EQ(entry.value("name", ""), "bias_correction");
+    EXPECT_EQ(entry.value("stage", ""), "plan_int16_activations");
+    const size_t convs = ConvAndGemmGroups(q.plan);
+    EXPECT_EQ(entry["result"].value("corrected", 0u), convs);
+    EXPECT_EQ(q.plan.refinements().int16_activation_values.size(), convs);
 
-      const ErrorCheck check = CheckMeanError(q->plan, eight_bit_corrections, batches, true);
-      std::printf(
-          "[%s %s] every group at 16-bit activations, mean |error| / std summed over %zu outputs: %.4f with "
-          "the 8-bit corrections, %.4f with its own (worst %.4f)\n",
-          name, per_channel ? "per-channel" : "per-tensor", check.values, check.before, check.after, check.worst_after);
-      EXPECT_EQ(check.values, convs);
-      EXPECT_LT(check.after, 0.5 * check.before);
-      EXPECT_LT(check.worst_after, 0.01);
+    const ErrorCheck check = CheckMeanError(q.plan, eight_bit_corrections, batches, true);
+    std::printf(
+        "[%s %s] every group at 16-bit activations, mean |error| / std summed over %zu outputs: %.4f with "
+        "the 8-bit corrections, %.4f with its own (worst %.4f)\n",
+        name, per_channel ? "per-channel" : "per-tensor", check.values, check.before, check.after, check.worst_after);
+    EXPECT_EQ(check.values, convs);
+    EXPECT_LT(check.after, 0.5 * check.before);
+    EXPECT_LT(check.worst_after, 0.01);
 
-      auto full_after = q->plan.Materialize();
-      ASSERT_TRUE(full_after.ok());
-      for (const auto& [init, t] : full_before->graph.initializers)
-        EXPECT_EQ(full_after->graph.initializers.at(init).ToDoubles(), t.ToDoubles()) << init;
-    }
-  }
+    auto full_after = q.plan.Materialize();
+    ASSERT_TRUE(full_after.ok());
+    for (const auto& [init, t] : full_before->graph.initializers)
+      EXPECT_EQ(full_after->graph.initializers.at(init).ToDoubles(), t.ToDoubles()) << init;
+  });
 }
 
 TEST(BiasCorrection, TheModelCarriesTheRecord) {
