@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "rewrite/passes.h"
@@ -165,6 +166,103 @@ TEST(FuseConv, BroadcastSumFallsBackAndStaysCorrect) {
   for (auto& n : model.graph.nodes)
     if (n.name == "add") n.inputs = {"chan", "bn_out"};
   ExpectSameOutputs(model, {}, RandomTensor({2, 4, 7, 5}, rng));
+}
+
+// x -> Conv(3x3, pad 1, bias) -> Clip(0, 6) -> Q -> DQ -> Conv(1x1) -> Add(residual)
+// -> Q -> DQ -> y, with `type` (16 or 8-bit) Q/DQ (zero point `zp`, scale 0.25) and small integer weights
+// and quarter-integer inputs: every conv output is exact in float whatever the
+// summation order, and many land on rounding ties, so fused and unfused runs must
+// agree bit for bit.
+ir::Model FakeQuantModel(DType type, int32_t zp, const char* domain, std::mt19937& rng) {
+  ir::Model m;
+  m.opsets[""] = 13;
+  m.opsets["com.microsoft"] = 1;
+  auto& g = m.graph;
+  g.inputs.push_back({"x", DType::kFloat32, std::vector<ir::Dim>{{-1, "N"}, {4}, {9}, {7}}});
+  g.outputs.push_back({"y", DType::kFloat32, std::nullopt});
+  std::uniform_int_distribution<int> small(-2, 2);
+  auto integers = [&](Shape shape, float unit) {
+    Tensor t(DType::kFloat32, std::move(shape));
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = unit * static_cast<float>(small(rng));
+    return t;
+  };
+  g.initializers["w1"] = integers({6, 4, 3, 3}, 1.f);
+  g.initializers["b1"] = integers({6}, 0.125f);
+  g.initializers["w2"] = integers({6, 6, 1, 1}, 1.f);
+  g.initializers["lo"] = Tensor::Scalar<float>(0.f);
+  g.initializers["hi"] = Tensor::Scalar<float>(6.f);
+  g.initializers["s"] = Tensor::Scalar<float>(0.25f);
+  Tensor z(type, {});
+  std::memset(z.raw(), 0, z.nbytes());
+  if (type == DType::kInt16) z.data<int16_t>()[0] = static_cast<int16_t>(zp);
+  if (type == DType::kUInt16) z.data<uint16_t>()[0] = static_cast<uint16_t>(zp);
+  if (type == DType::kUInt8) z.data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  if (type == DType::kInt8) z.data<int8_t>()[0] = static_cast<int8_t>(zp);
+  g.initializers["z"] = z;
+  auto qdq = [&](const std::string& in, const std::string& out) {
+    ir::Node q = MakeNode(in + "_q", "QuantizeLinear", {in, "s", "z"}, {in + "_int"});
+    ir::Node dq = MakeNode(in + "_dq", "DequantizeLinear", {in + "_int", "s", "z"}, {out});
+    q.domain = dq.domain = domain;
+    g.nodes.push_back(q);
+    g.nodes.push_back(dq);
+  };
+  g.nodes.push_back(MakeNode("conv1", "Conv", {"x", "w1", "b1"}, {"c1"}));
+  g.nodes.back().attributes["pads"] = testing::Ints({1, 1, 1, 1});
+  g.nodes.push_back(MakeNode("clip", "Clip", {"c1", "lo", "hi"}, {"a1"}));
+  qdq("a1", "a1_fq");
+  g.nodes.push_back(MakeNode("conv2", "Conv", {"a1_fq", "w2"}, {"c2"}));
+  g.nodes.push_back(MakeNode("add", "Add", {"c2", "a1_fq"}, {"r2"}));
+  qdq("r2", "y");
+  return m;
+}
+
+TEST(FuseConv, QuantizeDequantizeAfterAConvIsItsPostOpWithTheSameValues) {
+  std::mt19937 rng(17);
+  struct Case {
+    DType type;
+    int32_t zp;
+    const char* domain;
+  };
+  for (const Case& c : {Case{DType::kInt16, -3, "com.microsoft"}, Case{DType::kUInt16, 40, "com.microsoft"},
+                        Case{DType::kUInt8, 3, ""}, Case{DType::kInt8, -120, ""}}) {
+    SCOPED_TRACE(DTypeName(c.type));
+    const ir::Model model = FakeQuantModel(c.type, c.zp, c.domain, rng);
+    ir::Graph g = model.graph;
+    rewrite::OptimizeOptions fusion_only;
+    fusion_only.channels_last = false;
+    fusion_only.fuse_qdq = false;  // 8-bit: the pairs between float convs, as a float island has them
+    ASSERT_TRUE(rewrite::Optimize(g, fusion_only).ok());
+    std::vector<std::string> ops;
+    for (const auto& n : g.nodes) ops.push_back(n.op_type);
+    EXPECT_EQ(ops, (std::vector<std::string>{"FusedConv", "FusedConv"}));
+    EXPECT_TRUE(g.nodes[0].has_attr("output_fake_quant"));  // after its Clip
+    EXPECT_TRUE(g.nodes[1].has_attr("output_fake_quant"));  // after its residual sum
+    EXPECT_EQ(g.nodes[1].inputs.size(), 4u);
+    // Quarter-integer inputs, some past the clamp and the 8-bit range.
+    Tensor x(DType::kFloat32, {3, 4, 9, 7});
+    std::uniform_int_distribution<int> quarters(-60, 60);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.25f * static_cast<float>(quarters(rng));
+    x.data<float>()[200] = std::nanf("");  // quantizes to the zero point: dequantized 0
+    runtime::SessionOptions plain;
+    plain.optimize = false;
+    plain.reference_only = true;
+    auto unfused = runtime::Session::Create(model, plain);
+    ASSERT_TRUE(unfused.ok()) << unfused.error().message;
+    auto want = (*unfused)->Run({{"x", x}});
+    ASSERT_TRUE(want.ok()) << want.error().message;
+    for (bool channels_last : {false, true})
+      for (bool reference : {false, true}) {
+        SCOPED_TRACE(std::string(channels_last ? "channels-last" : "NCHW") + (reference ? " reference" : " fast"));
+        runtime::SessionOptions options;
+        options.reference_only = reference;
+        options.channels_last = channels_last;
+        auto fused = runtime::Session::Create(model, options);
+        ASSERT_TRUE(fused.ok()) << fused.error().message;
+        auto got = (*fused)->Run({{"x", x}});
+        ASSERT_TRUE(got.ok()) << got.error().message;
+        EXPECT_EQ(got->at("y").ToDoubles(), want->at("y").ToDoubles());
+      }
+  }
 }
 
 TEST(GraphPatch, InvalidResultIsReportedWithThePassName) {

@@ -9,12 +9,15 @@
 // (rewrite/fuse_conv.cc) makes from Conv -> [Add] -> [Relu|Clip|LeakyRelu]:
 //   inputs X, W, B (may be ""), Sum (optional, added to the conv's output),
 //   attributes: Conv's, plus activation ("Relu", "Clip", "LeakyRelu") and
-//   activation_params ([min, max] for Clip, [alpha] for LeakyRelu), and
+//   activation_params ([min, max] for Clip, [alpha] for LeakyRelu),
+//   output_fake_quant ([scale, lo, hi]: a QuantizeLinear -> DequantizeLinear pair
+//   after the activation, lo and hi the quantized range minus the zero point), and
 //   channels_last (0 or 1): X, Sum and Y are N x D1..Dk x C (the layout pass,
 //   rewrite/channels_last.cc, sets it so that convs pass activations to each other
 //   without a reorder; W stays M x C/group x K1..Kk).
 // oneDNN applies them as post-ops (sum, eltwise) while the output is in cache.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -69,12 +72,46 @@ struct PostOps {
   bool sum = false;  // add input 3 (same shape as Y)
   Activation activation = Activation::kNone;
   float p0 = 0, p1 = 0;  // Clip: min, max; LeakyRelu: alpha
+  // QuantizeLinear -> DequantizeLinear with one scale: y = round(clamp(y / scale, lo,
+  // hi)) * scale, lo and hi the quantized type's range minus the zero point (NaN
+  // gives 0, as the zero point dequantizes).
+  bool fake_quant = false;
+  float fq_scale = 1, fq_lo = 0, fq_hi = 0;
 
   // oneDNN's relu (alpha 0) and clip post-ops compute max/min, which turn NaN into
-  // a bound; the unfused ops (and ONNX Runtime) keep NaN.
+  // a bound; the unfused ops (and ONNX Runtime) keep NaN (or, fake quantized, 0).
   bool LosesNaN() const {
     return activation == Activation::kRelu || activation == Activation::kClip ||
-           (activation == Activation::kLeakyRelu && p0 == 0.f);
+           (activation == Activation::kLeakyRelu && p0 == 0.f) || fake_quant;
+  }
+  // The fake quantization's clamp on y / scale with the activation folded in:
+  // clamp(y, a, b) / scale rounds to clamp(y / scale, a / scale, b / scale) (a
+  // correctly rounded division is monotonic), so Relu/Clip followed by the fake
+  // quantization is one clamp of y / scale. LeakyRelu does not fold (ParsePostOps
+  // refuses it with a fake quantization).
+  std::pair<float, float> FakeQuantBounds() const {
+    float lo = fq_lo, hi = fq_hi;
+    if (activation == Activation::kRelu) lo = std::max(lo, 0.f);
+    if (activation == Activation::kClip) {
+      lo = std::max(lo, p0 / fq_scale);
+      hi = std::min(hi, p1 / fq_scale);
+    }
+    return {std::min(lo, hi), hi};
+  }
+  // Whether anything follows the sum (the part the separate path applies itself).
+  bool HasTail() const { return activation != Activation::kNone || fake_quant; }
+
+  // The activation, then the fake quantization: the post-ops after the sum.
+  template <typename T>
+  T Tail(T v) const {
+    v = Activate(v);
+    if (!fake_quant) return v;
+    // As QuantizeLinear (quant::QuantizeClamped: division, NaN to the zero point,
+    // clamp, round half to even), then DequantizeLinear.
+    float q = static_cast<float>(v) / fq_scale;
+    q = q == q ? q : 0.f;
+    q = q < fq_lo ? fq_lo : (q > fq_hi ? fq_hi : q);
+    return static_cast<T>(std::nearbyint(q) * fq_scale);
   }
 
   template <typename T>
@@ -103,7 +140,19 @@ Expected<PostOps> ParsePostOps(const ir::Node& node) {
                        std::to_string(n) + " for " + activation);
     return Status::Ok();
   };
+  SEQTO_ASSIGN_OR_RETURN(std::vector<float> fake_quant, node.attr_floats("output_fake_quant"));
+  if (!fake_quant.empty()) {
+    if (fake_quant.size() != 3 || !(fake_quant[0] > 0) || !std::isfinite(fake_quant[0]) ||
+        !(fake_quant[1] <= fake_quant[2]))
+      return UserError("attribute 'output_fake_quant' must be [scale > 0, lo, hi] with lo <= hi");
+    post.fake_quant = true;
+    post.fq_scale = fake_quant[0];
+    post.fq_lo = fake_quant[1];
+    post.fq_hi = fake_quant[2];
+  }
   if (activation.empty()) return post;
+  if (post.fake_quant && activation == "LeakyRelu")
+    return UserError("attribute 'output_fake_quant' cannot follow a LeakyRelu activation");
   if (activation == "Relu") {
     post.activation = PostOps::Activation::kRelu;
   } else if (activation == "Clip") {
@@ -130,9 +179,9 @@ Status ApplyPostOpsReference(const PostOps& post, const Tensor* sum, Tensor& y) 
     const auto add = [](T a, T c) { return a + c; };
     SEQTO_RETURN_IF_ERROR((BroadcastBinary<T, T, T>(tmp, *sum, y, add)));
   }
-  if (post.activation != PostOps::Activation::kNone) {
+  if (post.HasTail()) {
     T* p = y.data<T>();
-    for (int64_t i = 0; i < y.numel(); ++i) p[i] = post.Activate(p[i]);
+    for (int64_t i = 0; i < y.numel(); ++i) p[i] = post.Tail(p[i]);
   }
   return Status::Ok();
 }
@@ -183,6 +232,7 @@ void ConvReference(const ConvGeometry& g, const T* x, const T* w, const T* b, T*
 struct ConvPlan {
   du::ConvPrimitive conv;
   bool has_bias;
+  bool fake_quant;  // passes the fake quantization's scale
 };
 
 class ConvKernel final : public Kernel {
@@ -288,7 +338,7 @@ class ConvKernel final : public Kernel {
     if (s.ok() && separate) {
       float* p = y.data<float>();
       const int64_t n = y.numel();
-      for (int64_t i = 0; i < n; ++i) p[i] = post_.Activate(p[i]);
+      for (int64_t i = 0; i < n; ++i) p[i] = post_.Tail(p[i]);
     }
     return s;
   }
@@ -334,24 +384,41 @@ class ConvKernel final : public Kernel {
       const du::Layout own = channels_last_ ? du::Layout::kNhwc : du::Layout::kPlain;
       const du::ConvIo io{du::ActivationDesc(x, own), du::PlainDesc(wei_dims), du::ActivationDesc(g.y_shape, own)};
       const memory::desc bias_md = with_bias ? du::PlainDesc({g.out_channels}) : memory::desc();
-      std::vector<du::ConvArg> bias_args;
-      if (with_bias) bias_args.push_back({DNNL_ARG_BIAS, bias_md});
+      std::vector<du::ConvArg> extra_args;  // the bias, then the fake quantization's scale
+      if (with_bias) extra_args.push_back({DNNL_ARG_BIAS, bias_md});
+      const memory::desc scale_md = du::PlainDesc(Shape(x.size(), 1));
+      int fake_quant_arg = 0;
       dnnl::primitive_attr attr = du::UserScratchpadAttr();
       {
         dnnl::post_ops ops;
         if (post_.sum) ops.append_sum(1.f);
-        switch (with_activation ? post_.activation : PostOps::Activation::kNone) {
-          case PostOps::Activation::kRelu:
-            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-            break;
-          case PostOps::Activation::kClip:
-            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, post_.p0, post_.p1);
-            break;
-          case PostOps::Activation::kLeakyRelu:
-            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, post_.p0, 0.f);
-            break;
-          default:
-            break;
+        if (with_activation && post_.fake_quant) {
+          // y / scale as a division (a binary post-op on a one-element scale: eltwise
+          // linear would multiply by 1 / scale, which rounds differently), then clamp,
+          // round half to even and the dequantizing product, each as exact as the
+          // unfused ops. The activation (Relu or Clip: FakeQuantBounds) becomes part
+          // of the clamp: oneDNN 2.6's brgemm convolutions skip a binary post-op that
+          // follows an eltwise one (measured: Clip -> binary_div ignored the divisor).
+          const auto [lo, hi] = post_.FakeQuantBounds();
+          fake_quant_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len()) | DNNL_ARG_SRC_1;
+          ops.append_binary(dnnl::algorithm::binary_div, scale_md);
+          ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, lo, hi);
+          ops.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+          ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, post_.fq_scale, 0.f);
+        } else {
+          switch (with_activation ? post_.activation : PostOps::Activation::kNone) {
+            case PostOps::Activation::kRelu:
+              ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+              break;
+            case PostOps::Activation::kClip:
+              ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, post_.p0, post_.p1);
+              break;
+            case PostOps::Activation::kLeakyRelu:
+              ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, post_.p0, 0.f);
+              break;
+            default:
+              break;
+          }
         }
         attr.set_post_ops(ops);
       }
@@ -369,7 +436,8 @@ class ConvKernel final : public Kernel {
       };
       // oneDNN applies post-ops to the GEMM-based NCHW conv in a separate slow pass, so a
       // fused conv always prefers the blocked layouts (measured on the bench CNNs).
-      const bool has_post_ops = post_.sum || (with_activation && post_.activation != PostOps::Activation::kNone);
+      if (fake_quant_arg != 0) extra_args.push_back({fake_quant_arg, scale_md});
+      const bool has_post_ops = post_.sum || (with_activation && post_.HasTail());
       const auto layouts = du::ConvLayouts(pointwise && positions >= 400 && !has_post_ops, g.in_channels,
                                            g.out_channels, channels_last_);
       // For a pointwise conv on NCHW, "im2col + GEMM" is just the GEMM.
@@ -377,8 +445,8 @@ class ConvKernel final : public Kernel {
       if (!du::PickConvPd(pd, layouts, make_pd, [&](du::Layout l) { return pointwise && l == du::Layout::kPlain; }))
         return nullptr;
       return std::make_shared<ConvPlan>(ConvPlan{
-          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_, post_.sum, bias_args),
-          with_bias});
+          du::ConvPrimitive(pd, io, const_w_.defined() ? const_w_.raw() : nullptr, &packed_w_, post_.sum, extra_args),
+          with_bias, fake_quant_arg != 0});
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -387,9 +455,11 @@ class ConvKernel final : public Kernel {
   Status Execute(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* sum,
                  Tensor& y) {
     return du::Guard("Conv", [&] {
-      const void* bias[1] = {plan.has_bias ? b->raw() : nullptr};
-      plan.conv.Run(x.raw(), w.raw(), y.raw(), sum ? sum->raw() : nullptr,
-                    std::span<const void* const>(bias, plan.has_bias ? 1 : 0));
+      const void* extra[2];
+      size_t n = 0;
+      if (plan.has_bias) extra[n++] = b->raw();
+      if (plan.fake_quant) extra[n++] = &post_.fq_scale;
+      plan.conv.Run(x.raw(), w.raw(), y.raw(), sum ? sum->raw() : nullptr, std::span<const void* const>(extra, n));
     });
   }
 
